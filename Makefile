@@ -1,0 +1,36 @@
+# Two commands: `make train` and `make test`. Both create .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CONFIG ?= configs/chain_reaction.yaml
+WORKDIR ?= runs/chain_reaction
+PYTEST_ARGS ?=
+
+.PHONY: train test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+train: $(VENV)/.installed
+	$(PY) scripts/train.py --config $(CONFIG) --workdir $(WORKDIR)
+
+test: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) scripts/bench.py games
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .jax_cache

@@ -1,0 +1,287 @@
+"""The game contract shared by every game: the `Game` base class, symmetries, text helpers.
+
+A game is an immutable object whose methods are pure functions over a small State pytree:
+
+    state = game.init(key)               # jax PRNG key
+    state = game.step(state, action)     # int32 action; jit- and vmap-able
+    obs = game.observe(state)            # float32 [H, W, C] from the mover's point of view
+
+Every State carries at least `current_player` (int32, 0 or 1), `legal_action_mask`
+(bool[num_actions], all False once terminated), `terminated` (bool) and `rewards`
+(float32[2], each player's reward for the transition into this state).
+
+`Game.step` implements the rules every game shares: stepping a terminated state returns it
+unchanged with zero rewards, and an illegal (or out-of-range) action makes the mover lose.
+Subclasses implement `_apply`, the effect of a legal action on a live state.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+State = Any  # a flax.struct dataclass with the fields listed in the module docstring
+
+
+class IllegalMoveError(ValueError):
+    """A move typed by a person (or passed to `Game.checked_step`) that is not legal here."""
+
+
+def tree_where(pred: Array, on_true: State, on_false: State) -> State:
+    """Select between two pytrees of identical structure with a scalar boolean."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+# ----------------------------------------------------------------------------- symmetries
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Symmetry:
+    """One symmetry of a game as index maps ("gathers") over board cells and actions.
+
+    `cell_source[i]` is the flat cell (row * width + col) whose contents land in cell `i`;
+    `action_source[j]` is the action whose probability lands on action `j`. Both are plain
+    numpy arrays so that the replay buffer can stack them and gather a random element per
+    sample in one op.
+    """
+
+    name: str
+    height: int
+    width: int
+    cell_source: np.ndarray  # int32 [H * W]
+    action_source: np.ndarray  # int32 [num_actions]
+
+    @property
+    def action_map(self) -> np.ndarray:
+        """`action_map[a]` is the image of action `a` under this symmetry."""
+        return np.argsort(self.action_source).astype(np.int32)
+
+    def observation(self, obs: Array) -> Array:
+        """Transform observations of shape [..., H, W, C]."""
+        lead, channels = obs.shape[:-3], obs.shape[-1]
+        flat = obs.reshape((*lead, self.height * self.width, channels))
+        return jnp.take(flat, jnp.asarray(self.cell_source), axis=-2).reshape(obs.shape)
+
+    def policy(self, policy: Array) -> Array:
+        """Transform a distribution (or mask, or logits) over actions, shape [..., A]."""
+        return jnp.take(policy, jnp.asarray(self.action_source), axis=-1)
+
+    def action(self, action: Array) -> Array:
+        """The image of an action (int32)."""
+        return jnp.asarray(self.action_map)[action]
+
+
+_DIHEDRAL = {
+    "identity": lambda g: g,
+    "rot90": lambda g: np.rot90(g, 1),
+    "rot180": lambda g: np.rot90(g, 2),
+    "rot270": lambda g: np.rot90(g, 3),
+    "flip_lr": lambda g: g[:, ::-1],
+    "flip_ud": lambda g: g[::-1, :],
+    "transpose": lambda g: g.T,
+    "anti_transpose": lambda g: np.rot90(g, 2).T,
+}
+
+
+def dihedral_names(height: int, width: int) -> tuple[str, ...]:
+    """The dihedral transforms that map an H x W grid onto itself (8 if square, else 4)."""
+    if height == width:
+        return tuple(_DIHEDRAL)
+    return ("identity", "rot180", "flip_lr", "flip_ud")
+
+
+def grid_symmetries(
+    action_grid: np.ndarray, num_actions: int, names: Sequence[str] | None = None
+) -> tuple[Symmetry, ...]:
+    """Symmetries of a game whose observation lives on the grid of `action_grid`.
+
+    `action_grid[r, c]` is the action that belongs to cell (r, c), or -1 for none; an action
+    may own several cells (Connect4: a column) as long as the transform maps them
+    consistently. Actions owning no cell (Othello's pass) map to themselves.
+    """
+    action_grid = np.asarray(action_grid)
+    height, width = action_grid.shape
+    cells = np.arange(height * width).reshape(height, width)
+    out = []
+    for name in names or dihedral_names(height, width):
+        transform = _DIHEDRAL[name]
+        cell_source = np.ascontiguousarray(transform(cells)).reshape(-1).astype(np.int32)
+        action_map = np.arange(num_actions)
+        for a in range(num_actions):
+            owned = action_grid == a
+            if not owned.any():
+                continue
+            images = np.unique(action_grid[np.ascontiguousarray(transform(owned))])
+            if len(images) != 1:
+                raise ValueError(f"{name} does not map action {a} onto a single action")
+            action_map[a] = images[0]
+        action_source = np.argsort(action_map).astype(np.int32)
+        out.append(Symmetry(name, height, width, cell_source, action_source))
+    return tuple(out)
+
+
+def stack_symmetries(symmetries: Sequence[Symmetry]) -> tuple[np.ndarray, np.ndarray]:
+    """[G, H*W] cell sources and [G, A] action sources, for a random element per sample."""
+    return (
+        np.stack([s.cell_source for s in symmetries]),
+        np.stack([s.action_source for s in symmetries]),
+    )
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def render_grid(
+    board: np.ndarray,
+    symbols: dict[int, str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    row_labels: Sequence[str] | None = None,
+) -> str:
+    """A text picture of a signed integer board (player 0 positive, player 1 negative).
+
+    Without `symbols`, a cell shows its count with the owner's mark (`2x`, `3o`), as Chain
+    Reaction needs; with `symbols`, each value maps to a one-character mark.
+    """
+    board = np.asarray(board)
+    height = board.shape[0]
+
+    def cell(v: int) -> str:
+        if symbols is not None:
+            return symbols[int(v)]
+        return "." if v == 0 else f"{abs(int(v))}{'x' if v > 0 else 'o'}"
+
+    cells = [[cell(v) for v in row] for row in board]
+    w = max(len(c) for row in cells for c in row)
+    if col_labels is not None:
+        w = max(w, *(len(c) for c in col_labels))
+    rw = max((len(r) for r in row_labels), default=0) if row_labels is not None else 0
+    lines = []
+    if col_labels is not None:
+        lines.append(" " * (rw + 1 if rw else 0) + " ".join(c.rjust(w) for c in col_labels))
+    for r in range(height):
+        prefix = row_labels[r].rjust(rw) + " " if row_labels is not None else ""
+        lines.append(prefix + " ".join(c.rjust(w) for c in cells[r]))
+    return "\n".join(lines)
+
+
+def letters(n: int) -> list[str]:
+    """Column letters a, b, c, ... for notation and rendering."""
+    return [chr(ord("a") + i) for i in range(n)]
+
+
+# ----------------------------------------------------------------------------- base class
+
+
+class Game(abc.ABC):
+    """Base class of every game. Instances are immutable and hashable, so jit can close over them.
+
+    Subclasses set `name`, `num_actions`, `observation_shape`, `max_game_length` in `__init__`
+    and implement
+    `init`, `_apply`, `observe`, `board`, `render`, `symmetries`, `_parse` and `format_action`.
+    """
+
+    name: ClassVar[str]
+    num_actions: int
+    observation_shape: tuple[int, int, int]
+    max_game_length: int  # proven upper bound on the moves of one game
+
+    # -- pure functions ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def init(self, key: Array) -> State:
+        """The start position. Player 0 moves first."""
+
+    @abc.abstractmethod
+    def _apply(self, state: State, action: Array) -> State:
+        """The effect of a legal `action` on a non-terminated state (rewards set for it)."""
+
+    @abc.abstractmethod
+    def observe(self, state: State) -> Array:
+        """float32 planes [H, W, C] from the point of view of the player to move."""
+
+    def step(self, state: State, action: Array) -> State:
+        """Play `action`. Terminated states are returned unchanged with zero rewards; an
+        illegal or out-of-range action ends the game with the mover losing (-1 / +1)."""
+        action = jnp.asarray(action, jnp.int32)
+        in_range = (action >= 0) & (action < self.num_actions)
+        safe = jnp.clip(action, 0, self.num_actions - 1)
+        legal = in_range & state.legal_action_mask[safe]
+        played = self._apply(state, safe)
+        mover = state.current_player
+        forfeit = state.replace(
+            terminated=jnp.bool_(True),
+            legal_action_mask=jnp.zeros_like(state.legal_action_mask),
+            rewards=jnp.where(jnp.arange(2) == mover, -1.0, 1.0).astype(jnp.float32),
+        )
+        done = state.replace(rewards=jnp.zeros_like(state.rewards))
+        return tree_where(state.terminated, done, tree_where(legal, played, forfeit))
+
+    # -- for people and tests (host side) ----------------------------------------------
+
+    @abc.abstractmethod
+    def board(self, state: State) -> Array:
+        """The board as a signed integer array: player 0 positive, player 1 negative."""
+
+    @abc.abstractmethod
+    def render(self, state: State) -> str:
+        """A text picture of the position."""
+
+    @property
+    @abc.abstractmethod
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        """The symmetries of this board, identity first, as observation/action index maps."""
+
+    @abc.abstractmethod
+    def _parse(self, text: str) -> int:
+        """The action named by `text` in human notation; raise ValueError if malformed."""
+
+    @abc.abstractmethod
+    def format_action(self, action: int) -> str:
+        """The human notation of an action."""
+
+    def notation_help(self) -> str:
+        """One line describing the move notation (shown with errors)."""
+        return ""
+
+    def legal_actions(self, state: State) -> list[int]:
+        """The legal actions of a state, as Python ints."""
+        return [int(a) for a in np.flatnonzero(np.asarray(state.legal_action_mask))]
+
+    def parse_action(self, text: str, state: State | None = None) -> int:
+        """Parse a move in human notation, refusing malformed or (given `state`) illegal ones."""
+        cleaned = text.strip().lower()
+        try:
+            action = self._parse(cleaned)
+        except ValueError as err:
+            raise IllegalMoveError(
+                f"{text!r} is not a move in {self.name}: {err}. {self.notation_help()}".strip()
+            ) from None
+        if not 0 <= action < self.num_actions:
+            raise IllegalMoveError(f"{text!r} is off the board in {self.name}.")
+        if state is not None:
+            self._check_legal(state, action, text)
+        return action
+
+    def checked_step(self, state: State, action: int) -> State:
+        """`step` for host code: an illegal action raises instead of losing the game."""
+        action = int(action)
+        in_range = 0 <= action < self.num_actions
+        self._check_legal(state, action, self.format_action(action) if in_range else str(action))
+        return self.step(state, action)
+
+    def _check_legal(self, state: State, action: int, text: str) -> None:
+        if bool(state.terminated):
+            raise IllegalMoveError(f"the {self.name} game is over; no move is legal.")
+        if not 0 <= action < self.num_actions or not bool(state.legal_action_mask[action]):
+            legal = ", ".join(self.format_action(a) for a in self.legal_actions(state))
+            raise IllegalMoveError(f"{text!r} is not legal here. Legal moves: {legal}.")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"

@@ -1,0 +1,23 @@
+"""Shared test setup: a persistent compilation cache and the list of game configurations."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import jax
+
+CACHE_DIR = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
+jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+os.environ.setdefault("AZJAX_JAX_CACHE", str(CACHE_DIR))
+
+# Every game and size the suite checks against the shared contract (tests/test_contract.py).
+GAME_CONFIGS: list[tuple[str, dict]] = [
+    ("tictactoe", {}),
+]
+
+
+def config_id(config: tuple[str, dict]) -> str:
+    name, kwargs = config
+    return name + "".join(f"-{k}{v}" for k, v in sorted(kwargs.items()))

@@ -1,0 +1,118 @@
+"""Test helpers shared by the game tests: random trajectories, perft, OpenSpiel replay."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from games.core import Game
+
+
+def random_legal_action(key: jax.Array, mask: jax.Array) -> jax.Array:
+    """A uniformly random legal action (0 when none is legal)."""
+    logits = jnp.where(mask, 0.0, -jnp.inf)
+    return jnp.where(mask.any(), jax.random.categorical(key, logits), 0).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
+def random_trajectories(game: Game, key: jax.Array, batch: int, length: int):
+    """`batch` random games of `length` moves (finished games stay finished).
+
+    Returns (actions [T, B], states with leading [T + 1, B]).
+    """
+
+    def one_step(states, key):
+        keys = jax.random.split(key, batch)
+        actions = jax.vmap(random_legal_action)(keys, states.legal_action_mask)
+        nxt = jax.vmap(game.step)(states, actions)
+        return nxt, (actions, nxt)
+
+    init_key, play_key = jax.random.split(key)
+    first = jax.vmap(game.init)(jax.random.split(init_key, batch))
+    _, (actions, states) = jax.lax.scan(one_step, first, jax.random.split(play_key, length))
+    states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, states)
+    return actions, states
+
+
+def index(tree, *idx):
+    """Index every leaf of a pytree."""
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+def perft(game: Game, depth: int, chunk: int = 1 << 15) -> list[int]:
+    """Leaf counts of the move tree for depths 1..depth (finished games are not expanded)."""
+
+    @jax.jit
+    def expand(states):
+        n = states.current_player.shape[0]
+        actions = jnp.tile(jnp.arange(game.num_actions, dtype=jnp.int32), n)
+        parents = jax.tree.map(lambda x: jnp.repeat(x, game.num_actions, axis=0), states)
+        keep = parents.legal_action_mask[jnp.arange(actions.shape[0]), actions]
+        keep &= ~parents.terminated
+        return jax.vmap(game.step)(parents, actions), keep
+
+    frontier = jax.tree.map(lambda x: np.asarray(x)[None], game.init(jax.random.key(0)))
+    counts = []
+    for _ in range(depth):
+        children = []
+        total = frontier.current_player.shape[0]
+        for start in range(0, total, chunk):
+            part = jax.tree.map(lambda x, s=start: x[s : s + chunk], frontier)
+            n = part.current_player.shape[0]
+            padded = jax.tree.map(
+                lambda x, n=n: np.concatenate([x, np.repeat(x[:1], chunk - n, 0)]), part
+            )
+            kids, keep = expand(padded)
+            keep = np.asarray(keep)[: n * game.num_actions]
+            children.append(jax.tree.map(lambda x, k=keep: np.asarray(x)[: len(k)][k], kids))
+        frontier = jax.tree.map(lambda *xs: np.concatenate(xs), *children)
+        counts.append(int(frontier.current_player.shape[0]))
+    return counts
+
+
+def openspiel_perft(spiel_game, depth: int) -> list[int]:
+    """The same leaf counts from OpenSpiel, by plain recursion."""
+    counts = [0] * depth
+
+    def walk(state, d):
+        if d == depth or state.is_terminal():
+            return
+        for action in state.legal_actions():
+            counts[d] += 1
+            walk(state.child(action), d + 1)
+
+    walk(spiel_game.new_initial_state(), 0)
+    return counts
+
+
+def compare_with_openspiel(game: Game, spiel_game, batch: int, length: int, seed: int = 0) -> int:
+    """Replay `batch` random games of ours in OpenSpiel and compare every step.
+
+    Compares legal masks, player to move, termination and (at the end) returns. Returns the
+    number of transitions compared.
+    """
+    actions, states = random_trajectories(game, jax.random.key(seed), batch, length)
+    actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
+    compared = 0
+    for b in range(batch):
+        ref = spiel_game.new_initial_state()
+        returns = np.zeros(2)
+        for t in range(length + 1):
+            ours = index(states, t, b)
+            where = f"game {b}, ply {t}, history {ref.history()}"
+            returns += ours.rewards
+            assert bool(ours.terminated) == ref.is_terminal(), where
+            if ref.is_terminal():
+                np.testing.assert_allclose(returns, ref.returns(), err_msg=where)
+                break
+            assert int(ours.current_player) == ref.current_player(), where
+            mask = np.zeros(game.num_actions, bool)
+            mask[ref.legal_actions()] = True
+            np.testing.assert_array_equal(ours.legal_action_mask, mask, err_msg=where)
+            assert t < length, f"game {b} did not finish in {length} plies"
+            ref.apply_action(int(actions[t, b]))
+            compared += 1
+    return compared
