@@ -1,0 +1,1 @@
+"""Command-line entry points (`azjax-train`, `azjax-eval`, `azjax-play`, `azjax-serve`)."""
