@@ -1,0 +1,143 @@
+"""Connect Four on 6 rows x 7 columns. Action: the column 0..6; notation 1-7.
+
+The position is two bitboards, each split over two uint32 words so that no 64-bit integers
+are needed: columns 0-3 live in word 0 and columns 4-6 in word 1, seven bits per column
+(six cells from the bottom up, then an always-empty guard bit), so the disc at height `h`
+(0 = bottom) of column `c` is bit `7 * (c % 4) + h` of word `c // 4`. Read as one number
+`word0 + word1 * 2**28`, this is the classic Connect Four bitboard: a line of four in the
+direction with bit stride `s` (1 vertical, 7 horizontal, 6 and 8 diagonal) exists iff
+`m & (m >> 2s)` is nonzero where `m = x & (x >> s)`; the guard bits stop lines wrapping
+across columns. A step is a few dozen elementwise integer ops and no gathers.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
+
+ROWS, COLS = 6, 7
+_STRIDE = ROWS + 1  # bits per column: six cells and a guard bit
+_LO_COLS = 4  # columns held in word 0
+_LO_BITS = _LO_COLS * _STRIDE  # 28: word 1 starts at bit 28 of the joint number
+_LO_MASK = np.uint32((1 << _LO_BITS) - 1)
+
+# Per column: which word holds it and the bit of its bottom and top cells in that word.
+_COL_WORD = np.arange(COLS) // _LO_COLS
+_COL_BOTTOM = _STRIDE * (np.arange(COLS) % _LO_COLS)
+_COL_TOP = _COL_BOTTOM + ROWS - 1
+# Per cell (row 0 at the top): its word and bit, for observations.
+_CELL_WORD = np.broadcast_to(_COL_WORD, (ROWS, COLS))
+_CELL_BIT = _COL_BOTTOM[None, :] + (ROWS - 1 - np.arange(ROWS))[:, None]
+
+
+@struct.dataclass
+class State:
+    current_player: Array  # int32
+    legal_action_mask: Array  # bool[7]
+    terminated: Array  # bool
+    rewards: Array  # float32[2]
+    mine: Array  # uint32[2]: bitboard of the player to move
+    occupied: Array  # uint32[2]: bitboard of every disc
+
+
+def _shift_right(lo: Array, hi: Array, s: int) -> tuple[Array, Array]:
+    """The joint number `lo + hi * 2**28` shifted right by `s` bits, as two words."""
+    return (lo >> s) | ((hi << (_LO_BITS - s)) & _LO_MASK), hi >> s
+
+
+def _has_four(lo: Array, hi: Array) -> Array:
+    """Whether the bitboard holds four in a row in any direction."""
+    # Vertical lines never leave a column, so each word is checked on its own.
+    found = (lo & (lo >> 1)) & ((lo & (lo >> 1)) >> 2)
+    found |= (hi & (hi >> 1)) & ((hi & (hi >> 1)) >> 2)
+    for s in (_STRIDE - 1, _STRIDE, _STRIDE + 1):
+        slo, shi = _shift_right(lo, hi, s)
+        mlo, mhi = lo & slo, hi & shi
+        slo, shi = _shift_right(mlo, mhi, 2 * s)
+        found |= (mlo & slo) | (mhi & shi)
+    return found != 0
+
+
+def _legal(occupied: Array) -> Array:
+    """bool[7]: the columns whose top cell is empty."""
+    words = occupied[_COL_WORD]
+    return (words >> _COL_TOP.astype(np.uint32)) & 1 == 0
+
+
+class Connect4(Game):
+    name = "connect4"
+
+    def __init__(self) -> None:
+        self.num_actions = COLS
+        self.observation_shape = (ROWS, COLS, 2)
+        self.max_game_length = ROWS * COLS
+
+    def init(self, key: Array) -> State:
+        del key
+        return State(
+            current_player=jnp.int32(0),
+            legal_action_mask=jnp.ones(COLS, jnp.bool_),
+            terminated=jnp.bool_(False),
+            rewards=jnp.zeros(2, jnp.float32),
+            mine=jnp.zeros(2, jnp.uint32),
+            occupied=jnp.zeros(2, jnp.uint32),
+        )
+
+    def _apply(self, state: State, action: Array) -> State:
+        # Adding the column's bottom bit to the occupied bits carries up to the lowest empty cell.
+        in_hi = action >= _LO_COLS
+        bottom = jnp.uint32(1) << (_STRIDE * jnp.where(in_hi, action - _LO_COLS, action)).astype(
+            jnp.uint32
+        )
+        add = jnp.where(jnp.arange(2) == in_hi.astype(jnp.int32), bottom, jnp.uint32(0))
+        disc = (state.occupied + add) & ~state.occupied
+        mine = state.mine | disc
+        occupied = state.occupied | disc
+        won = _has_four(mine[0], mine[1])
+        legal = _legal(occupied)
+        terminated = won | ~legal.any()
+        mover_reward = jnp.where(won, 1.0, 0.0)
+        rewards = jnp.where(jnp.arange(2) == state.current_player, mover_reward, -mover_reward)
+        return State(
+            current_player=1 - state.current_player,
+            legal_action_mask=legal & ~terminated,
+            terminated=terminated,
+            rewards=rewards.astype(jnp.float32),
+            mine=occupied ^ mine,  # the next mover's discs
+            occupied=occupied,
+        )
+
+    def observe(self, state: State) -> Array:
+        mine = (state.mine[_CELL_WORD] >> _CELL_BIT.astype(np.uint32)) & 1
+        theirs = ((state.occupied ^ state.mine)[_CELL_WORD] >> _CELL_BIT.astype(np.uint32)) & 1
+        return jnp.stack([mine, theirs], axis=-1).astype(jnp.float32)
+
+    def board(self, state: State) -> Array:
+        mine = np.asarray(state.mine, np.uint32)[_CELL_WORD] >> _CELL_BIT.astype(np.uint32) & 1
+        occupied = np.asarray(state.occupied, np.uint32)
+        theirs = occupied[_CELL_WORD] >> _CELL_BIT.astype(np.uint32) & 1 & ~mine
+        sign = 1 if int(state.current_player) == 0 else -1
+        return (sign * (mine.astype(np.int32) - theirs.astype(np.int32))).astype(np.int32)
+
+    def render(self, state: State) -> str:
+        labels = [str(c + 1) for c in range(COLS)]
+        return render_grid(self.board(state), {1: "X", -1: "O", 0: "."}, col_labels=labels)
+
+    @property
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        action_grid = np.broadcast_to(np.arange(COLS), (ROWS, COLS))
+        return grid_symmetries(action_grid, COLS, names=("identity", "flip_lr"))
+
+    def _parse(self, text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= COLS:
+            raise ValueError(f"expected a column number 1-{COLS}")
+        return int(text) - 1
+
+    def format_action(self, action: int) -> str:
+        return str(int(action) + 1)
+
+    def notation_help(self) -> str:
+        return f"Columns are numbered 1-{COLS} from the left."

@@ -1,0 +1,117 @@
+"""Connect Four against OpenSpiel (random games, perft) and a plain-Python line check."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pyspiel
+import pytest
+from helpers import compare_with_openspiel, index, openspiel_perft, perft, random_trajectories
+
+import games
+
+ROWS, COLS = 6, 7
+
+
+def _lines() -> list[list[tuple[int, int]]]:
+    """All 69 lines of four cells, written out independently of games/connect4.py."""
+    lines = []
+    for r in range(ROWS):
+        for c in range(COLS):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                cells = [(r + i * dr, c + i * dc) for i in range(4)]
+                if all(0 <= rr < ROWS and 0 <= cc < COLS for rr, cc in cells):
+                    lines.append(cells)
+    return lines
+
+
+LINES = _lines()
+
+
+def _spiel_board(ref) -> np.ndarray:
+    """OpenSpiel's printed board (x = player 0, top row first) as a signed array."""
+    rows = [row for row in str(ref).strip().splitlines() if row]
+    assert len(rows) == ROWS, str(ref)
+    return np.array([[{"x": 1, "o": -1, ".": 0}[ch] for ch in row] for row in rows])
+
+
+@pytest.fixture(scope="module")
+def game():
+    return games.make("connect4")
+
+
+@pytest.fixture(scope="module")
+def spiel():
+    return pyspiel.load_game("connect_four")
+
+
+def test_random_games_match_openspiel(game, spiel):
+    compared = compare_with_openspiel(game, spiel, batch=500, length=42, seed=3)
+    assert compared > 500 * 7
+
+
+def test_boards_observations_and_every_line_match_openspiel(game, spiel):
+    """Board, observation planes and the winning line of each finished game, every ply."""
+    batch = 400
+    actions, states = random_trajectories(game, jax.random.key(11), batch, 42)
+    actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
+    observe = jax.jit(jax.vmap(jax.vmap(game.observe)))
+    obs = np.asarray(observe(states))
+    won_lines = set()
+    for b in range(batch):
+        ref = spiel.new_initial_state()
+        for t in range(43):
+            state = index(states, t, b)
+            board = _spiel_board(ref)
+            np.testing.assert_array_equal(game.board(state), board, err_msg=f"{b}, {t}")
+            sign = 1 if int(state.current_player) == 0 else -1
+            np.testing.assert_array_equal(obs[t, b, ..., 0], board == sign)
+            np.testing.assert_array_equal(obs[t, b, ..., 1], board == -sign)
+            if ref.is_terminal():
+                full = [i for i, line in enumerate(LINES) if abs(sum(board[p] for p in line)) == 4]
+                # A decided game shows a line of the winner's colour; a draw fills the board.
+                winner = np.sign(ref.returns()[0])
+                assert all(np.sign(sum(board[p] for p in LINES[i])) == winner for i in full)
+                assert bool(full) == (winner != 0) and (winner != 0 or board.all())
+                won_lines.update(full)
+                break
+            ref.apply_action(int(actions[t, b]))
+    # Random play completes lines in every direction and across every column boundary.
+    assert len(won_lines) >= 60, sorted(won_lines)
+
+
+def test_perft_matches_openspiel(game, spiel):
+    # Depth 7 includes positions with a full column (823536 < 7**7).
+    assert perft(game, 7) == openspiel_perft(spiel, 7)
+
+
+def test_render_and_notation(game):
+    state = game.init(jax.random.key(0))
+    for text in ["4", "4", "5", " 3 ", "7"]:
+        state = game.checked_step(state, game.parse_action(text, state))
+    expected = [
+        "1 2 3 4 5 6 7",
+        *[". . . . . . ."] * 4,
+        ". . . O . . .",
+        ". . O X X . X",
+    ]
+    assert game.render(state) == "\n".join(expected)
+    assert [game.format_action(a) for a in range(COLS)] == [str(c) for c in range(1, 8)]
+    for bad in ["0", "8", "d", "4 4"]:
+        with pytest.raises(games.IllegalMoveError, match="column number 1-7"):
+            game.parse_action(bad)
+
+
+def test_full_column_is_refused_with_the_legal_ones(game):
+    state = game.init(jax.random.key(0))
+    for _ in range(ROWS):
+        state = game.checked_step(state, 2)
+    assert game.legal_actions(state) == [0, 1, 3, 4, 5, 6]
+    with pytest.raises(games.IllegalMoveError, match="Legal moves: 1, 2, 4, 5, 6, 7"):
+        game.parse_action("3", state)
+
+
+def test_symmetries_are_identity_and_mirror(game):
+    names = [s.name for s in game.symmetries]
+    assert names == ["identity", "flip_lr"]
+    np.testing.assert_array_equal(game.symmetries[1].action_map, np.arange(COLS)[::-1])
