@@ -1,0 +1,110 @@
+"""The policy/value network: an AlphaZero-shaped residual tower in flax.
+
+    stem:   3x3 conv (C channels) -> LayerNorm -> ReLU
+    tower:  `blocks` x [3x3 conv -> LN -> ReLU -> 3x3 conv -> LN -> + skip -> ReLU]
+    policy: 1x1 conv (2) -> LN -> ReLU -> dense(num_actions)            -> logits
+    value:  1x1 conv (1) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)  -> tanh
+
+Normalisation is LayerNorm over the channels of each board cell. It keeps no batch statistics,
+so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
+evaluation: no train/eval switch, no mutable `batch_stats` collection to carry through the
+replay/train loop, and no dependence on the mix of positions in a batch (self-play batches
+hold openings and endgames side by side, which would skew BatchNorm's statistics).
+
+Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
+dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from games.core import Game
+
+Array = jax.Array
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Size and compute precision of the residual network."""
+
+    blocks: int = 2  # residual blocks
+    channels: int = 32
+    dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
+
+    def __post_init__(self) -> None:
+        if self.blocks < 0:
+            raise ValueError(f"network.blocks must be >= 0, got {self.blocks}")
+        if self.channels < 1:
+            raise ValueError(f"network.channels must be >= 1, got {self.channels}")
+        if self.dtype not in _DTYPES:
+            raise ValueError(
+                f"network.dtype must be one of {', '.join(_DTYPES)}, got {self.dtype!r}"
+            )
+
+
+class _ResidualBlock(nn.Module):
+    channels: int
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x: Array) -> Array:
+        y = nn.Conv(self.channels, (3, 3), use_bias=False, dtype=self.dtype)(x)
+        y = nn.relu(nn.LayerNorm(dtype=self.dtype)(y))
+        y = nn.Conv(self.channels, (3, 3), use_bias=False, dtype=self.dtype)(y)
+        y = nn.LayerNorm(dtype=self.dtype)(y)
+        return nn.relu(x + y)
+
+
+class PolicyValueNet(nn.Module):
+    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`.
+
+    `game` is kept on the module so that evaluators can turn game states into observations.
+    """
+
+    game: Game
+    blocks: int
+    channels: int
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, obs: Array) -> tuple[Array, Array]:
+        if obs.shape[1:] != tuple(self.game.observation_shape):
+            raise ValueError(
+                f"observation shape {obs.shape[1:]} does not match {self.game.name}'s "
+                f"{tuple(self.game.observation_shape)} (expected [batch, H, W, C])"
+            )
+        x = obs.astype(self.dtype)
+        x = nn.Conv(self.channels, (3, 3), use_bias=False, dtype=self.dtype)(x)
+        x = nn.relu(nn.LayerNorm(dtype=self.dtype)(x))
+        for _ in range(self.blocks):
+            x = _ResidualBlock(self.channels, self.dtype)(x)
+        batch = x.shape[0]
+
+        p = nn.Conv(2, (1, 1), use_bias=False, dtype=self.dtype)(x)
+        p = nn.relu(nn.LayerNorm(dtype=self.dtype)(p)).reshape(batch, -1)
+        logits = nn.Dense(self.game.num_actions, dtype=self.dtype)(p)
+
+        v = nn.Conv(1, (1, 1), use_bias=False, dtype=self.dtype)(x)
+        v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(batch, -1)
+        v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v))
+        value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
+        return logits.astype(jnp.float32), value.astype(jnp.float32)
+
+
+def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
+    """The residual network for `game`, sized by `config`."""
+    return PolicyValueNet(
+        game=game, blocks=config.blocks, channels=config.channels, dtype=_DTYPES[config.dtype]
+    )
+
+
+def init_params(network: PolicyValueNet, game: Game, key: Array):
+    """Fresh float32 parameters for `network` (a pytree)."""
+    obs = jnp.zeros((1, *game.observation_shape), jnp.float32)
+    return network.init(key, obs)

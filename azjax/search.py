@@ -1,0 +1,249 @@
+"""Monte Carlo tree search over any game with mctx: Gumbel MuZero or PUCT (AlphaZero).
+
+The tree's embedding is the game State itself, and `recurrent_fn` steps the real rules, so
+the search is exact (no learned model). Conventions, as mctx needs them:
+
+- values are from the point of view of the player to move at a node;
+- the reward of an edge is the reward of the player who moved (`rewards[parent's mover]`);
+- the discount of an edge is 0 into a terminal state, -1 when the player to move changes and
+  +1 when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
+  value `reward + discount * value(child)` is always in the parent's mover's view;
+- terminal nodes are valued 0 (all of their value is in the reward of the edge into them).
+  A simulation that reaches a terminal node expands a child that is the same terminal state
+  (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
+- illegal actions are masked at the root (`invalid_actions`) and inside the tree (mctx only
+  masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
+  terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
+
+The evaluator decides what a leaf is worth: `network_evaluator` uses the policy/value net; the
+arena builds pure MCTS on the same `run_search` with random rollouts as its evaluator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mctx
+
+from games.core import Game, State
+
+Array = jax.Array
+Params = Any
+# evaluate(params, states batched [B], key) -> (logits float32[B, A], value float32[B]);
+# the value is from the point of view of each state's player to move.
+Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
+
+ALGORITHMS = ("gumbel", "puct")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Search settings. `algorithm` picks Gumbel MuZero or PUCT with Dirichlet noise."""
+
+    algorithm: str = "gumbel"  # "gumbel" (mctx.gumbel_muzero_policy) | "puct" (mctx.muzero_policy)
+    num_simulations: int = 32
+    max_num_considered_actions: int = 16  # Gumbel: actions sampled at the root
+    gumbel_scale: float = 1.0  # Gumbel: scale of the root noise when exploring
+    dirichlet_alpha: float = 0.3  # PUCT: root noise concentration
+    dirichlet_fraction: float = 0.25  # PUCT: weight of the noise in the root prior
+    pb_c_init: float = 1.25  # PUCT: exploration constant
+    temperature: float = 1.0  # PUCT: sampled moves follow visits ** (1 / temperature)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.algorithm in ALGORITHMS, f"one of {', '.join(ALGORITHMS)}", self.algorithm),
+            (self.num_simulations >= 1, ">= 1", self.num_simulations),
+            (self.max_num_considered_actions >= 1, ">= 1", self.max_num_considered_actions),
+            (self.gumbel_scale >= 0, ">= 0", self.gumbel_scale),
+            (self.dirichlet_alpha > 0, "> 0", self.dirichlet_alpha),
+            (0 <= self.dirichlet_fraction <= 1, "in [0, 1]", self.dirichlet_fraction),
+            (self.pb_c_init > 0, "> 0", self.pb_c_init),
+            (self.temperature > 0, "> 0", self.temperature),
+        ]
+        names = [
+            "algorithm",
+            "num_simulations",
+            "max_num_considered_actions",
+            "gumbel_scale",
+            "dirichlet_alpha",
+            "dirichlet_fraction",
+            "pb_c_init",
+            "temperature",
+        ]
+        for name, (ok, expected, got) in zip(names, checks, strict=True):
+            if not ok:
+                raise ValueError(f"search.{name} must be {expected}, got {got!r}")
+
+
+class SearchOutput(NamedTuple):
+    action: Array  # int32 [B], the move to play
+    policy: Array  # float32 [B, A], the policy target (Gumbel improved policy / visit counts)
+    root_value: Array  # float32 [B], the searched value of the root, mover's view
+
+
+def network_evaluator(network) -> Evaluator:
+    """The evaluator of an `azjax.network.PolicyValueNet` (the key is unused)."""
+    observe = jax.vmap(network.game.observe)
+
+    def evaluate(params: Params, states: State, key: Array) -> tuple[Array, Array]:
+        del key
+        return network.apply(params, observe(states))
+
+    return evaluate
+
+
+def mask_logits(logits: Array, legal: Array) -> Array:
+    """Logits with illegal actions at `finfo.min` (finite, so an all-illegal row stays NaN-free)."""
+    logits = logits.astype(jnp.float32)
+    top = jnp.max(jnp.where(legal, logits, -jnp.inf), axis=-1, keepdims=True)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)
+    return jnp.where(legal, logits - top, jnp.finfo(jnp.float32).min)
+
+
+def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
+    def recurrent_fn(params: Params, key: Array, action: Array, states: State):
+        children = jax.vmap(game.step)(states, action)
+        batch = jnp.arange(action.shape[0])
+        reward = children.rewards[batch, states.current_player]
+        logits, value = evaluate(params, children, key)
+        same_mover = children.current_player == states.current_player
+        discount = jnp.where(children.terminated, 0.0, jnp.where(same_mover, 1.0, -1.0))
+        out = mctx.RecurrentFnOutput(
+            reward=reward.astype(jnp.float32),
+            discount=discount.astype(jnp.float32),
+            prior_logits=mask_logits(logits, children.legal_action_mask),
+            value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
+        )
+        return out, children
+
+    return recurrent_fn
+
+
+def _dirichlet_logits(key: Array, logits: Array, legal: Array, alpha: float, fraction: Array):
+    """Masked root logits mixed with Dirichlet noise over the legal actions only."""
+    noise = jax.random.gamma(key, alpha, logits.shape) * legal
+    total = noise.sum(-1, keepdims=True)
+    uniform = legal / jnp.maximum(legal.sum(-1, keepdims=True), 1)
+    noise = jnp.where(total > 0, noise / jnp.where(total > 0, total, 1.0), uniform)
+    probs = (1 - fraction) * jax.nn.softmax(logits) + fraction * noise
+    return mask_logits(jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny)), legal)
+
+
+def search_tree(
+    game: Game,
+    evaluate: Evaluator,
+    params: Params,
+    states: State,
+    key: Array,
+    config: SearchConfig,
+    num_simulations: int | None = None,
+    explore: bool | Array = True,
+    sample: Array | None = None,
+) -> tuple[SearchOutput, mctx.Tree]:
+    """`run_search`, also returning the mctx search tree (for analysis and tests)."""
+    batch = states.current_player.shape[0]
+    sims = config.num_simulations if num_simulations is None else int(num_simulations)
+    if sims < 1:
+        raise ValueError(f"num_simulations must be >= 1, got {sims}")
+    explore = jnp.broadcast_to(jnp.asarray(explore, jnp.bool_), (batch,))
+    sample = explore if sample is None else jnp.broadcast_to(jnp.asarray(sample), (batch,))
+    legal = states.legal_action_mask
+    root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
+
+    logits, value = evaluate(params, states, root_key)
+    logits = mask_logits(logits, legal)
+    root = mctx.RootFnOutput(
+        prior_logits=logits,
+        value=jnp.where(states.terminated, 0.0, value).astype(jnp.float32),
+        embedding=states,
+    )
+    recurrent_fn = _recurrent_fn(game, evaluate)
+    if config.algorithm == "gumbel":
+        out = mctx.gumbel_muzero_policy(
+            params,
+            search_key,
+            root,
+            recurrent_fn,
+            num_simulations=sims,
+            invalid_actions=~legal,
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=jnp.where(explore, config.gumbel_scale, 0.0)[:, None],
+        )
+        # Sampled moves are sequential halving's pick under the Gumbel noise (a Gumbel-max
+        # sample); greedy moves drop the noise from the final score.
+        visits = out.search_tree.summary().visit_counts
+        q = jax.vmap(mctx.qtransform_completed_by_mix_value, in_axes=(0, None))(
+            out.search_tree, out.search_tree.ROOT_INDEX
+        )
+        most = visits == visits.max(-1, keepdims=True)
+        greedy = jnp.argmax(jnp.where(most & legal, logits + q, -jnp.inf), axis=-1)
+        action = jnp.where(sample, out.action, greedy)
+        policy = out.action_weights
+    else:
+        root = root.replace(
+            prior_logits=_dirichlet_logits(
+                noise_key,
+                logits,
+                legal,
+                config.dirichlet_alpha,
+                jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None],
+            )
+        )
+        out = mctx.muzero_policy(
+            params,
+            search_key,
+            root,
+            recurrent_fn,
+            num_simulations=sims,
+            invalid_actions=~legal,
+            dirichlet_fraction=0.0,  # the noise above is restricted to legal actions
+            pb_c_init=config.pb_c_init,
+        )
+        visits = out.search_tree.summary().visit_counts.astype(jnp.float32)
+        # Ties in visit counts go to the higher prior.
+        greedy = jnp.argmax(
+            jnp.where(legal, visits + 0.5 * jax.nn.softmax(logits), -jnp.inf), axis=-1
+        )
+        sample_logits = jnp.where(visits > 0, jnp.log(visits) / config.temperature, -jnp.inf)
+        sampled = jax.random.categorical(action_key, sample_logits)
+        action = jnp.where(sample, sampled, greedy)
+        policy = out.action_weights
+    live = legal.any(-1)
+    output = SearchOutput(
+        action=jnp.where(live, action, 0).astype(jnp.int32),
+        policy=jnp.where(live[:, None], policy, 0.0).astype(jnp.float32),
+        root_value=jnp.where(live, out.search_tree.summary().value, 0.0).astype(jnp.float32),
+    )
+    return output, out.search_tree
+
+
+def run_search(
+    game: Game,
+    evaluate: Evaluator,
+    params: Params,
+    states: State,
+    key: Array,
+    config: SearchConfig,
+    num_simulations: int | None = None,
+    explore: bool | Array = True,
+    sample: Array | None = None,
+) -> SearchOutput:
+    """Search a batch of states [B] and pick a move for each.
+
+    `num_simulations` overrides `config.num_simulations` (static). `explore` (bool, or bool[B]
+    per state) adds root noise: Dirichlet for PUCT, Gumbel for Gumbel MuZero; `explore=False`
+    is for evaluation play. `sample` (bool[B], default `explore`) picks how the move is chosen:
+    PUCT samples from visits ** (1 / temperature) or plays the most visited action (ties to the
+    higher prior); Gumbel plays sequential halving's pick under the noise (a sample) or the
+    noise-free best of the most visited actions. The policy target is the Gumbel improved
+    policy (softmax of prior logits + completed Q) or the PUCT visit distribution; both are 0
+    on illegal actions. States without a legal action (finished games) get action 0, a zero
+    policy and value 0; their search is wasted, so self-play never searches them.
+    """
+    return search_tree(
+        game, evaluate, params, states, key, config, num_simulations, explore, sample
+    )[0]
