@@ -15,6 +15,10 @@ os.environ.setdefault("AZJAX_JAX_CACHE", str(CACHE_DIR))
 # Every game and size the suite checks against the shared contract (tests/test_contract.py).
 GAME_CONFIGS: list[tuple[str, dict]] = [
     ("tictactoe", {}),
+    ("connect4", {}),
+    ("dots_and_boxes", {}),
+    ("dots_and_boxes", {"rows": 2, "cols": 3}),
+    ("dots_and_boxes", {"rows": 2, "cols": 2}),
 ]
 
 

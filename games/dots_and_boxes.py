@@ -1,0 +1,248 @@
+"""Dots and Boxes on `rows` x `cols` boxes (default 3x3; non-square boards supported).
+
+Actions follow OpenSpiel: the (rows + 1) * cols horizontal lines first, row-major (line from
+dot (r, c) to dot (r, c + 1) is `r * cols + c`), then the rows * (cols + 1) vertical lines,
+row-major (line from dot (r, c) to dot (r + 1, c) is `(rows + 1) * cols + r * (cols + 1) + c`).
+Drawing the fourth side of a box (or of two boxes) wins it and keeps the turn; otherwise the
+turn passes. The game ends when every line is drawn; more boxes wins, equal counts draw.
+
+The position lives on the (2 * rows + 1, 2 * cols + 1) lattice of dots, lines and boxes: dot
+(r, c) at (2r, 2c), horizontal line (r, c) at (2r, 2c + 1), vertical line (r, c) at
+(2r + 1, 2c), box (r, c) at (2r + 1, 2c + 1). On it the board symmetries are plain grid maps.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from games.core import Array, Game, Symmetry, grid_symmetries
+
+MAX_SIZE = 10
+_MOVE = re.compile(r"([hv])\s*(\d+)(?:\s*,\s*|\s+)(\d+)")
+_MARKS = {1: "X", -1: "O", 0: " "}
+
+
+@struct.dataclass
+class State:
+    current_player: Array  # int32
+    legal_action_mask: Array  # bool[num_lines]
+    terminated: Array  # bool
+    rewards: Array  # float32[2]
+    lines: Array  # bool[num_lines]: drawn lines, indexed by action
+    boxes: Array  # int8[rows * cols]: +1 player 0's box, -1 player 1's, 0 open (row-major)
+    scores: Array  # int32[2]: boxes won by each player
+
+
+class DotsAndBoxes(Game):
+    """Dots and Boxes with `rows` x `cols` boxes, each between 1 and MAX_SIZE."""
+
+    name = "dots_and_boxes"
+
+    def __init__(self, rows: int = 3, cols: int = 3) -> None:
+        for label, value in (("rows", rows), ("cols", cols)):
+            if not isinstance(value, int | np.integer) or isinstance(value, bool):
+                raise ValueError(f"dots_and_boxes {label} must be an integer, got {value!r}")
+            if not 1 <= value <= MAX_SIZE:
+                raise ValueError(
+                    f"dots_and_boxes {label}={value} is out of range; expected 1 to {MAX_SIZE}"
+                )
+        self.rows, self.cols = int(rows), int(cols)
+        self.num_horizontal = (self.rows + 1) * self.cols
+        self.num_actions = self.num_horizontal + self.rows * (self.cols + 1)
+        self.num_boxes = self.rows * self.cols
+        self.height, self.width = 2 * self.rows + 1, 2 * self.cols + 1
+        self.observation_shape = (self.height, self.width, 6)
+        self.max_game_length = self.num_actions
+        self._build_tables()
+
+    def _build_tables(self) -> None:
+        """Index tables: lines around each box, boxes beside each line, lattice positions."""
+        rows, cols = self.rows, self.cols
+        self._line_cell = np.zeros((self.num_actions, 2), np.int32)  # lattice (row, col)
+        for a in range(self.num_actions):
+            kind, r, c = self._line_coords(a)
+            self._line_cell[a] = (2 * r, 2 * c + 1) if kind == "h" else (2 * r + 1, 2 * c)
+        # The four sides of box (r, c): top, bottom, left, right.
+        box_lines = np.zeros((self.num_boxes, 4), np.int32)
+        for r in range(rows):
+            for c in range(cols):
+                box_lines[r * cols + c] = [
+                    r * cols + c,
+                    (r + 1) * cols + c,
+                    self.num_horizontal + r * (cols + 1) + c,
+                    self.num_horizontal + r * (cols + 1) + c + 1,
+                ]
+        self._box_lines = box_lines
+        # For each line, its (at most two) boxes and their other three sides; a missing box is
+        # the out-of-range index num_boxes with `_adjacent_valid` False.
+        adjacent = np.full((self.num_actions, 2), self.num_boxes, np.int32)
+        others = np.zeros((self.num_actions, 2, 3), np.int32)
+        for b, sides in enumerate(box_lines):
+            for line in sides:
+                k = 0 if adjacent[line, 0] == self.num_boxes else 1
+                adjacent[line, k] = b
+                others[line, k] = [s for s in sides if s != line]
+        self._adjacent = adjacent
+        self._adjacent_valid = adjacent < self.num_boxes
+        self._other_sides = others
+        # Lattice gathers: flat cell -> line (num_actions if none) and -> box (num_boxes if none).
+        cell_line = np.full((self.height, self.width), self.num_actions, np.int32)
+        cell_line[self._line_cell[:, 0], self._line_cell[:, 1]] = np.arange(self.num_actions)
+        cell_box = np.full((self.height, self.width), self.num_boxes, np.int32)
+        cell_box[1::2, 1::2] = np.arange(self.num_boxes).reshape(rows, cols)
+        self._cell_line = cell_line.reshape(-1)
+        self._cell_box = cell_box.reshape(-1)
+
+    def _line_coords(self, action: int) -> tuple[str, int, int]:
+        """("h" | "v", dot row, dot col) of a line, 0-based."""
+        if action < self.num_horizontal:
+            return ("h", *divmod(action, self.cols))
+        return ("v", *divmod(action - self.num_horizontal, self.cols + 1))
+
+    # -- pure functions ------------------------------------------------------------------
+
+    def init(self, key: Array) -> State:
+        del key
+        return State(
+            current_player=jnp.int32(0),
+            legal_action_mask=jnp.ones(self.num_actions, jnp.bool_),
+            terminated=jnp.bool_(False),
+            rewards=jnp.zeros(2, jnp.float32),
+            lines=jnp.zeros(self.num_actions, jnp.bool_),
+            boxes=jnp.zeros(self.num_boxes, jnp.int8),
+            scores=jnp.zeros(2, jnp.int32),
+        )
+
+    def _apply(self, state: State, action: Array) -> State:
+        mover = state.current_player
+        # The drawn line was open, so its boxes are open; each closes iff its other three
+        # sides are already drawn.
+        completed = jnp.asarray(self._adjacent_valid)[action] & jnp.all(
+            state.lines[jnp.asarray(self._other_sides)[action]], axis=-1
+        )
+        won = jnp.any(
+            (jnp.arange(self.num_boxes)[None, :] == jnp.asarray(self._adjacent)[action][:, None])
+            & completed[:, None],
+            axis=0,
+        )
+        sign = jnp.where(mover == 0, 1, -1).astype(jnp.int8)
+        boxes = state.boxes + won.astype(jnp.int8) * sign
+        gained = completed.sum(dtype=jnp.int32)
+        scores = state.scores + jnp.where(jnp.arange(2) == mover, gained, 0)
+        lines = state.lines | (jnp.arange(self.num_actions) == action)
+        terminated = jnp.all(lines)
+        margin = jnp.sign(scores[0] - scores[1]).astype(jnp.float32)
+        rewards = jnp.where(terminated, jnp.stack([margin, -margin]), 0.0)
+        return State(
+            current_player=jnp.where(gained > 0, mover, 1 - mover).astype(jnp.int32),
+            legal_action_mask=~lines,
+            terminated=terminated,
+            rewards=rewards.astype(jnp.float32),
+            lines=lines,
+            boxes=boxes,
+            scores=scores,
+        )
+
+    def observe(self, state: State) -> Array:
+        """Planes on the lattice: drawn lines, open lines, the mover's boxes, the opponent's
+        boxes, each box's drawn sides / 4, and the score margin (mover minus opponent) divided
+        by the number of boxes on every cell."""
+        sign = jnp.where(state.current_player == 0, 1, -1).astype(jnp.int8)
+        padded_lines = jnp.concatenate([state.lines, jnp.zeros(1, jnp.bool_)])
+        is_line = jnp.asarray(self._cell_line < self.num_actions)
+        drawn = padded_lines[jnp.asarray(self._cell_line)]
+        padded_boxes = jnp.concatenate([state.boxes * sign, jnp.zeros(1, jnp.int8)])
+        owner = padded_boxes[jnp.asarray(self._cell_box)]
+        sides = state.lines[jnp.asarray(self._box_lines)].sum(axis=-1, dtype=jnp.int32)
+        padded_sides = jnp.concatenate([sides, jnp.zeros(1, jnp.int32)])
+        mover_score = jnp.where(state.current_player == 0, state.scores[0], state.scores[1])
+        margin = (2 * mover_score - state.scores.sum()) / self.num_boxes
+        planes = jnp.stack(
+            [
+                drawn.astype(jnp.float32),
+                (is_line & ~drawn).astype(jnp.float32),
+                (owner > 0).astype(jnp.float32),
+                (owner < 0).astype(jnp.float32),
+                padded_sides[jnp.asarray(self._cell_box)] / 4.0,
+                jnp.full(self.height * self.width, margin, jnp.float32),
+            ],
+            axis=-1,
+        )
+        return planes.reshape(self.observation_shape)
+
+    # -- for people and tests ------------------------------------------------------------
+
+    def board(self, state: State) -> np.ndarray:
+        """int32 [2 * rows + 1, 2 * cols + 1] lattice: 1 on each drawn line, +1 / -1 on boxes
+        won by player 0 / player 1, 0 on dots, open lines and open boxes."""
+        lattice = np.zeros((self.height, self.width), np.int32)
+        lines = np.asarray(state.lines)
+        lattice[self._line_cell[lines, 0], self._line_cell[lines, 1]] = 1
+        lattice[1::2, 1::2] = np.asarray(state.boxes, np.int32).reshape(self.rows, self.cols)
+        return lattice
+
+    def render(self, state: State) -> str:
+        """Dots `+`, lines `---` / `|`, boxes marked X (player 0) or O (player 1); dots are
+        labelled 1-based as in the notation; a last line gives the score and the mover."""
+        lattice = self.board(state)
+        labels = [str(c + 1).ljust(4) for c in range(self.cols + 1)]
+        width = len(str(self.rows + 1))
+        out = [" " * (width + 1) + "".join(labels).rstrip()]
+        for i in range(self.height):
+            if i % 2 == 0:
+                cells = [
+                    "+" if j % 2 == 0 else ("---" if lattice[i, j] else "   ")
+                    for j in range(self.width)
+                ]
+                prefix = str(i // 2 + 1).rjust(width)
+            else:
+                cells = [
+                    ("|" if lattice[i, j] else " ")
+                    if j % 2 == 0
+                    else f" {_MARKS[int(lattice[i, j])]} "
+                    for j in range(self.width)
+                ]
+                prefix = " " * width
+            out.append((prefix + " " + "".join(cells)).rstrip())
+        scores = np.asarray(state.scores)
+        status = (
+            "game over" if bool(state.terminated) else f"{'XO'[int(state.current_player)]} to move"
+        )
+        out.append(f"X {scores[0]}  O {scores[1]}  ({status})")
+        return "\n".join(out)
+
+    @property
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        grid = np.full((self.height, self.width), -1, np.int32)
+        grid[self._line_cell[:, 0], self._line_cell[:, 1]] = np.arange(self.num_actions)
+        return grid_symmetries(grid, self.num_actions)
+
+    def _parse(self, text: str) -> int:
+        match = _MOVE.fullmatch(text)
+        if match is None:
+            raise ValueError("expected 'h ROW COL' or 'v ROW COL'")
+        kind, r, c = match.group(1), int(match.group(2)) - 1, int(match.group(3)) - 1
+        max_r, max_c = (self.rows + 1, self.cols) if kind == "h" else (self.rows, self.cols + 1)
+        if not (0 <= r < max_r and 0 <= c < max_c):
+            raise ValueError(
+                f"{kind} lines have ROW 1-{max_r} and COL 1-{max_c} on this "
+                f"{self.rows}x{self.cols} board"
+            )
+        if kind == "h":
+            return r * self.cols + c
+        return self.num_horizontal + r * (self.cols + 1) + c
+
+    def format_action(self, action: int) -> str:
+        kind, r, c = self._line_coords(int(action))
+        return f"{kind} {r + 1} {c + 1}"
+
+    def notation_help(self) -> str:
+        return (
+            "A move is 'h ROW COL' (the horizontal line from dot ROW,COL to the dot on its right) "
+            "or 'v ROW COL' (the vertical line from dot ROW,COL to the dot below); dots are "
+            "numbered from 1 at the top left."
+        )
