@@ -1,0 +1,535 @@
+"""Agents: one door from a spec string to a move chooser, `agent(state, key) -> action`.
+
+An agent takes ONE unbatched game State and a PRNG key and returns an int32 action; it is
+jittable and vmappable, so the arena vmaps it over games. Specs understood by `make`:
+
+    random                       a uniformly random legal move
+    greedy                       one ply: take a win, else maximise a simple game score
+    alphabeta:DEPTH              depth-limited negamax with alpha-beta pruning
+    mcts:SIMS                    pure MCTS (mctx Gumbel search) with random-rollout leaf values
+    policy:WORKDIR[@STEP]        a trained network's policy alone (most probable legal move)
+    search:WORKDIR[@STEP][:SIMS] a trained network with search (its config's algorithm)
+
+The move function `Agent.fn` is built once per (game, settings) and cached, so jitted callers
+(the arena) compile once per pair of agent kinds; network parameters travel as traced
+`Agent.params`, so every checkpoint of a run shares one compilation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.search import Evaluator, SearchConfig, run_search
+from games.core import Game, State
+
+Array = jax.Array
+Params = Any
+MoveFn = Callable[[Params, State, Array], Array]
+
+SPEC_HELP = (
+    "random, greedy, alphabeta:DEPTH, mcts:SIMS, policy:WORKDIR[@STEP] or "
+    "search:WORKDIR[@STEP][:SIMS]"
+)
+ANALYSIS_SIMULATIONS = 200  # pure-MCTS simulations behind `analyse` for baseline specs
+WIN = 1e6  # value of a won terminal position; heuristic evaluations stay far below it
+
+
+@flax.struct.dataclass
+class Agent:
+    """A move chooser: `agent(state, key) -> int32 action` for one unbatched state."""
+
+    fn: MoveFn = flax.struct.field(pytree_node=False)  # fn(params, state, key); cached, hashable
+    params: Any = None  # traced pytree (network parameters); None for baselines
+    name: str = flax.struct.field(pytree_node=False, default="")
+
+    def __call__(self, state: State, key: Array) -> Array:
+        return self.fn(self.params, state, key)
+
+
+def random_legal_action(key: Array, legal: Array) -> Array:
+    """A uniformly random legal action (0 when none is legal)."""
+    logits = jnp.where(legal, 0.0, -jnp.inf)
+    return jnp.where(legal.any(), jax.random.categorical(key, logits), 0).astype(jnp.int32)
+
+
+def _random_best(key: Array, values: Array, legal: Array) -> Array:
+    """A uniformly random legal action among those of the highest value."""
+    values = jnp.where(legal, values, -jnp.inf)
+    return random_legal_action(key, legal & (values >= values.max()))
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def _planes(game: Game, state: State, player: Array) -> tuple[Array, Array]:
+    """(own, opponent) 0/1 planes of `player` from a game whose observation is [own, theirs]."""
+    obs = game.observe(state)
+    same = state.current_player == player
+    return jnp.where(same, obs[..., 0], obs[..., 1]), jnp.where(same, obs[..., 1], obs[..., 0])
+
+
+@functools.cache
+def _connect4_windows(rows: int, cols: int) -> np.ndarray:
+    """Flat cell indices [N, 4] of every line of four on a rows x cols grid."""
+    windows = []
+    for r in range(rows):
+        for c in range(cols):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                cells = [(r + k * dr, c + k * dc) for k in range(4)]
+                if all(0 <= rr < rows and 0 <= cc < cols for rr, cc in cells):
+                    windows.append([rr * cols + cc for rr, cc in cells])
+    return np.array(windows, np.int32)
+
+
+def _connect4_score(game: Game, state: State, player: Array) -> Array:
+    """Open lines: +1 per line holding two of `player`'s discs and no opponent disc, +4 per
+    such line with three; the same subtracted for the opponent; +1 per disc in the centre."""
+    own, opp = _planes(game, state, player)
+    rows, cols = own.shape
+    windows = jnp.asarray(_connect4_windows(rows, cols))
+    n_own = own.reshape(-1)[windows].sum(-1)
+    n_opp = opp.reshape(-1)[windows].sum(-1)
+    weight = jnp.array([0.0, 0.0, 1.0, 4.0, 0.0])
+    lines = jnp.where(n_opp == 0, weight[n_own.astype(jnp.int32)], 0.0).sum()
+    lines -= jnp.where(n_own == 0, weight[n_opp.astype(jnp.int32)], 0.0).sum()
+    centre = own[:, cols // 2].sum() - opp[:, cols // 2].sum()
+    return lines + centre
+
+
+def _othello_score(game: Game, state: State, player: Array) -> Array:
+    """Disc difference, with each corner disc counting 5 more."""
+    own, opp = _planes(game, state, player)
+    diff = own - opp
+    corners = diff[0, 0] + diff[0, -1] + diff[-1, 0] + diff[-1, -1]
+    return diff.sum() + 5.0 * corners
+
+
+@functools.cache
+def _box_sides(rows: int, cols: int) -> np.ndarray:
+    """The four line actions (top, bottom, left, right) of every box, [rows * cols, 4]."""
+    horizontal = (rows + 1) * cols
+    sides = []
+    for r in range(rows):
+        for c in range(cols):
+            left = horizontal + r * (cols + 1) + c
+            sides.append([r * cols + c, (r + 1) * cols + c, left, left + 1])
+    return np.array(sides, np.int32)
+
+
+def _dots_and_boxes_score(game: Game, state: State, player: Array) -> Array:
+    """Box difference; each open box with three sides drawn counts for the player to move
+    (who can take it), so a move that hands the opponent a box scores lower."""
+    scores = state.scores.astype(jnp.float32)
+    margin = scores[player] - scores[1 - player]
+    sides = state.lines[jnp.asarray(_box_sides(game.rows, game.cols))].sum(-1)
+    takeable = (sides == 3).sum()
+    return margin + jnp.where(state.current_player == player, takeable, -takeable)
+
+
+def _chain_reaction_score(game: Game, state: State, player: Array) -> Array:
+    """Orb difference."""
+    orbs = state.board.astype(jnp.float32)  # signed: player 0 positive
+    return jnp.where(player == 0, 1.0, -1.0) * orbs.sum()
+
+
+_SCORES: dict[str, Callable[[Game, State, Array], Array]] = {
+    "connect4": _connect4_score,
+    "othello": _othello_score,
+    "dots_and_boxes": _dots_and_boxes_score,
+    "chain_reaction": _chain_reaction_score,
+}
+
+
+def heuristic(game: Game, state: State, player: Array) -> Array:
+    """A simple evaluation of a live position for `player` (float32, |value| well below WIN).
+
+    Tic-Tac-Toe: 0 (its full tree is small enough to search exactly); Connect4: open lines;
+    Othello: discs (corners weigh more); Dots and Boxes: boxes, counting boxes open to capture;
+    Chain Reaction: orbs.
+    """
+    score = _SCORES.get(game.name)
+    return (
+        jnp.float32(0.0) if score is None else jnp.asarray(score(game, state, player), jnp.float32)
+    )
+
+
+def terminal_value(state: State, player: Array) -> Array:
+    """WIN, -WIN or 0 for `player` from the rewards of the transition into a final state."""
+    return WIN * jnp.sign(state.rewards[player])
+
+
+# ----------------------------------------------------------------------------- baselines
+
+
+@functools.cache
+def _random_fn(game: Game) -> MoveFn:
+    del game
+
+    def fn(params: Params, state: State, key: Array) -> Array:
+        del params
+        return random_legal_action(key, state.legal_action_mask)
+
+    return fn
+
+
+@functools.cache
+def _greedy_fn(game: Game) -> MoveFn:
+    actions = jnp.arange(game.num_actions, dtype=jnp.int32)
+
+    def fn(params: Params, state: State, key: Array) -> Array:
+        del params
+        me = state.current_player
+        children = jax.vmap(game.step, (None, 0))(state, actions)
+        values = jnp.where(
+            children.terminated,
+            jax.vmap(terminal_value, (0, None))(children, me),
+            jax.vmap(heuristic, (None, 0, None))(game, children, me),
+        )
+        return _random_best(key, values, state.legal_action_mask)
+
+    return fn
+
+
+def _move_order(game: Game) -> np.ndarray:
+    """Static child order for alpha-beta below the root: Connect4 centre columns first."""
+    order = np.arange(game.num_actions, dtype=np.int32)
+    if game.name == "connect4":
+        centre = (game.num_actions - 1) / 2
+        order = np.argsort(np.abs(order - centre), kind="stable").astype(np.int32)
+    return order
+
+
+@functools.cache
+def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
+    """Negamax with alpha-beta pruning to `depth` plies, as an explicit-stack loop.
+
+    Static shapes make a recursive search impossible inside jit, so the depth-first walk keeps
+    a stack of `depth` positions with, per level, the next child to try, the alpha-beta window
+    and the best value so far (all from the view of that level's player to move). Each loop
+    iteration either plays the next legal child of the top position (scoring it at once when
+    it is final or at the depth limit, else pushing it) or, when the position has no child
+    left or its window closed (alpha >= beta, a cut-off), pops it and backs its value up.
+    The window and value are negated only when the player to move changes, so repeated turns
+    (Dots and Boxes) are exact. Final positions score +-WIN, plus the plies left, so faster
+    wins and slower losses are preferred; other leaves score `heuristic`. The root is never
+    cut, tries its moves in a random order and keeps the first strictly best one, so ties are
+    broken uniformly at random. With the depth covering the whole game (Tic-Tac-Toe: 9) the
+    search is exact.
+    """
+    num_actions = game.num_actions
+    order = jnp.asarray(_move_order(game))
+    positions = jnp.arange(num_actions)
+
+    def fn(params: Params, state: State, key: Array) -> Array:
+        del params
+        root_order = jax.random.permutation(key, num_actions).astype(jnp.int32)
+        stack = jax.tree.map(lambda x: jnp.broadcast_to(x, (depth, *x.shape)), state)
+        neg_inf = jnp.full(depth, -jnp.inf, jnp.float32)
+        init = (
+            jnp.int32(0),  # level of the top position; -1 once the root is done
+            stack,
+            jnp.zeros(depth, jnp.int32),  # next position in the child order, per level
+            neg_inf,  # alpha
+            -neg_inf,  # beta
+            neg_inf,  # best value so far
+            jnp.int32(0),  # best root action
+            jnp.int32(0),  # root action leading to the current subtree
+        )
+
+        def body(carry):
+            level, stack, cursor, alpha, beta, best, best_action, root_action = carry
+            node = jax.tree.map(lambda x: x[level], stack)
+            mover = node.current_player
+            child_order = jnp.where(level == 0, root_order, order)
+            candidates = node.legal_action_mask[child_order] & (positions >= cursor[level])
+            expand = candidates.any() & (alpha[level] < beta[level])
+            slot = jnp.argmax(candidates)
+            action = child_order[slot]
+            child = game.step(node, action)
+            plies_left = (depth - level).astype(jnp.float32)
+            leaf_value = jnp.where(
+                child.terminated,
+                terminal_value(child, mover) + jnp.sign(child.rewards[mover]) * plies_left,
+                heuristic(game, child, mover),
+            )
+            is_leaf = child.terminated | (level + 1 >= depth)
+
+            # Backed-up value of the finished top position, in its parent's view.
+            parent = jnp.maximum(level - 1, 0)
+            same = node.current_player == stack.current_player[parent]
+            popped = jnp.where(same, best[level], -best[level])
+
+            # Which level receives a value, and which value.
+            target = jnp.where(expand, level, parent)
+            value = jnp.where(expand, leaf_value, popped)
+            receives = jnp.where(expand, is_leaf, level > 0)
+            improves = receives & (value > best[target])
+            best = best.at[target].set(jnp.where(improves, value, best[target]))
+            alpha = alpha.at[target].max(jnp.where(receives, value, -jnp.inf))
+            best_action = jnp.where(
+                improves & (target == 0), jnp.where(expand, action, root_action), best_action
+            )
+
+            cursor = cursor.at[level].set(jnp.where(expand, slot + 1, cursor[level]))
+            push = expand & ~is_leaf
+            up = jnp.minimum(level + 1, depth - 1)
+            keep = child.current_player == mover
+            stack = jax.tree.map(lambda s, c: s.at[up].set(jnp.where(push, c, s[up])), stack, child)
+            cursor = cursor.at[up].set(jnp.where(push, 0, cursor[up]))
+            alpha = alpha.at[up].set(
+                jnp.where(push, jnp.where(keep, alpha[level], -beta[level]), alpha[up])
+            )
+            beta = beta.at[up].set(
+                jnp.where(push, jnp.where(keep, beta[level], -alpha[level]), beta[up])
+            )
+            best = best.at[up].set(jnp.where(push, -jnp.inf, best[up]))
+            root_action = jnp.where(push & (level == 0), action, root_action)
+            level = jnp.where(push, level + 1, jnp.where(expand, level, level - 1))
+            return level, stack, cursor, alpha, beta, best, best_action, root_action
+
+        out = jax.lax.while_loop(lambda carry: carry[0] >= 0, body, init)
+        return out[6]
+
+    return fn
+
+
+def rollout_evaluator(game: Game) -> Evaluator:
+    """An Evaluator for pure MCTS: uniform logits and the result of one random playout.
+
+    The value is the total reward that the player to move at the evaluated state collects
+    while both sides play uniformly random legal moves to the end (0 for a final state).
+    """
+
+    def rollout(state: State, key: Array) -> Array:
+        player = state.current_player
+
+        def body(carry):
+            s, k, total, steps = carry
+            k, sub = jax.random.split(k)
+            s = game.step(s, random_legal_action(sub, s.legal_action_mask))
+            return s, k, total + s.rewards[player], steps + 1
+
+        def cond(carry):
+            return ~carry[0].terminated & (carry[3] < game.max_game_length)
+
+        init = (state, key, jnp.float32(0.0), jnp.int32(0))
+        return jax.lax.while_loop(cond, body, init)[2]
+
+    def evaluate(params: Params, states: State, key: Array) -> tuple[Array, Array]:
+        del params
+        batch = states.current_player.shape[0]
+        values = jax.vmap(rollout)(states, jax.random.split(key, batch))
+        return jnp.zeros((batch, game.num_actions), jnp.float32), jnp.clip(values, -1.0, 1.0)
+
+    return evaluate
+
+
+def mcts_config(game: Game, simulations: int) -> SearchConfig:
+    """Pure MCTS settings: Gumbel search considering every action at the root."""
+    return SearchConfig(
+        algorithm="gumbel",
+        num_simulations=simulations,
+        max_num_considered_actions=game.num_actions,
+    )
+
+
+@functools.cache
+def _search_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> MoveFn:
+    def fn(params: Params, state: State, key: Array) -> Array:
+        batched = jax.tree.map(lambda x: x[None], state)
+        out = run_search(game, evaluate, params, batched, key, config, explore=False)
+        return out.action[0]
+
+    return fn
+
+
+@functools.cache
+def _rollout_evaluator(game: Game) -> Evaluator:
+    return rollout_evaluator(game)
+
+
+def random_agent(game: Game) -> Agent:
+    """Uniformly random legal moves."""
+    return Agent(fn=_random_fn(game), name="random")
+
+
+def greedy_agent(game: Game) -> Agent:
+    """One ply: a winning move if any, else the best `heuristic` after the move (random ties)."""
+    return Agent(fn=_greedy_fn(game), name="greedy")
+
+
+def alphabeta_agent(game: Game, depth: int) -> Agent:
+    """Negamax with alpha-beta pruning to `depth` plies and `heuristic` at the horizon."""
+    if depth < 1:
+        raise ValueError(f"alpha-beta depth must be >= 1, got {depth}")
+    return Agent(fn=_alphabeta_fn(game, depth), name=f"alphabeta:{depth}")
+
+
+def mcts_agent(game: Game, simulations: int) -> Agent:
+    """Pure MCTS: `simulations` Gumbel-search simulations valued by random rollouts."""
+    if simulations < 1:
+        raise ValueError(f"MCTS simulations must be >= 1, got {simulations}")
+    config = mcts_config(game, simulations)
+    return Agent(fn=_search_fn(game, _rollout_evaluator(game), config), name=f"mcts:{simulations}")
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+@functools.cache
+def _policy_fn(game: Game, network: Any) -> MoveFn:
+    def fn(params: Params, state: State, key: Array) -> Array:
+        logits, _ = network.apply(params, game.observe(state)[None])
+        return _random_best(key, logits[0], state.legal_action_mask)
+
+    return fn
+
+
+@functools.cache
+def _network_evaluator(network: Any) -> Evaluator:
+    from azjax.search import network_evaluator
+
+    return network_evaluator(network)
+
+
+def policy_agent(game: Game, network: Any, params: Params, name: str = "policy") -> Agent:
+    """The network's most probable legal move, without search."""
+    return Agent(fn=_policy_fn(game, network), params=params, name=name)
+
+
+def search_agent(
+    game: Game, network: Any, params: Params, search_config: SearchConfig, name: str = "search"
+) -> Agent:
+    """The network with search (no exploration noise): the searched best move."""
+    fn = _search_fn(game, _network_evaluator(network), search_config)
+    return Agent(fn=fn, params=params, name=name)
+
+
+# ----------------------------------------------------------------------------- specs
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A parsed agent spec."""
+
+    kind: str  # random | greedy | alphabeta | mcts | policy | search
+    number: int | None = None  # depth, or simulations
+    workdir: str | None = None
+    step: int | None = None
+
+
+_NUMBER_KINDS = {"alphabeta": "DEPTH", "mcts": "SIMS"}
+
+
+def parse_spec(spec: str) -> Spec:
+    """Parse an agent spec; ValueError naming the bad part and the accepted forms."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"bad agent spec {spec!r}: expected {SPEC_HELP}")
+    text = spec.strip()
+    kind, _, rest = text.partition(":")
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"bad agent spec {spec!r}: {why}; expected {SPEC_HELP}")
+
+    if kind in ("random", "greedy"):
+        if rest:
+            raise bad(f"{kind} takes no argument")
+        return Spec(kind)
+    if kind in _NUMBER_KINDS:
+        label = _NUMBER_KINDS[kind]
+        if not re.fullmatch(r"\d+", rest) or int(rest) < 1:
+            raise bad(f"{kind} needs a positive integer {label}, got {rest!r}")
+        return Spec(kind, number=int(rest))
+    if kind in ("policy", "search"):
+        number = None
+        if kind == "search":
+            match = re.fullmatch(r"(.*):(\d+)", rest)
+            if match:
+                rest, number = match.group(1), int(match.group(2))
+                if number < 1:
+                    raise bad("search needs SIMS >= 1")
+        step = None
+        match = re.fullmatch(r"(.*)@(\d+)", rest)
+        if match:
+            rest, step = match.group(1), int(match.group(2))
+        if not rest:
+            raise bad(f"{kind} needs a run directory (WORKDIR)")
+        return Spec(kind, number=number, workdir=rest, step=step)
+    raise bad(f"unknown agent kind {kind!r}")
+
+
+def load_network(game: Game, workdir: str, step: int | None = None):
+    """(config, network, params, step) of a checkpoint, refusing one trained for another game."""
+    from azjax import checkpoint
+    from azjax.network import make_network
+
+    if step is None:
+        steps = checkpoint.list_steps(workdir)
+        step = steps[-1] if steps else None
+    config, params = checkpoint.load_for_inference(workdir, step)
+    trained = config.game.make()
+    if trained is not game:
+        raise ValueError(
+            f"checkpoint {workdir} was trained on {config.game.name} {config.game.kwargs}, "
+            f"not on the {game.name} game asked for"
+        )
+    return config, make_network(game, config.network), params, step
+
+
+def make(spec: str, game: Game) -> Agent:
+    """The agent named by `spec` for `game` (see the module docstring for the spec forms)."""
+    parsed = parse_spec(spec)
+    if parsed.kind == "random":
+        return random_agent(game)
+    if parsed.kind == "greedy":
+        return greedy_agent(game)
+    if parsed.kind == "alphabeta":
+        return alphabeta_agent(game, parsed.number)
+    if parsed.kind == "mcts":
+        return mcts_agent(game, parsed.number)
+    config, network, params, step = load_network(game, parsed.workdir, parsed.step)
+    name = f"{parsed.kind}:{parsed.workdir}@{step}"
+    if parsed.kind == "policy":
+        return policy_agent(game, network, params, name)
+    search_config = config.search
+    if parsed.number is not None:
+        search_config = dataclasses.replace(search_config, num_simulations=parsed.number)
+        name += f":{parsed.number}"
+    return search_agent(game, network, params, search_config, name)
+
+
+def analyse(game: Game, spec: str) -> Callable[[State, Array], tuple[Array, Array]]:
+    """A jitted `fn(state, key) -> (policy float32[A], value float32)` for hints.
+
+    For `policy:`/`search:` specs, the network's search (the checkpoint's search settings,
+    SIMS when given); for any other spec, pure MCTS with ANALYSIS_SIMULATIONS simulations.
+    The value is the searched value for the player to move.
+    """
+    parsed = parse_spec(spec)
+    if parsed.kind in ("policy", "search"):
+        config, network, params, _ = load_network(game, parsed.workdir, parsed.step)
+        search_config = config.search
+        if parsed.number is not None:
+            search_config = dataclasses.replace(search_config, num_simulations=parsed.number)
+        evaluate = _network_evaluator(network)
+    else:
+        params = None
+        search_config = mcts_config(game, ANALYSIS_SIMULATIONS)
+        evaluate = _rollout_evaluator(game)
+
+    @jax.jit
+    def fn(state: State, key: Array) -> tuple[Array, Array]:
+        batched = jax.tree.map(lambda x: x[None], state)
+        out = run_search(game, evaluate, params, batched, key, search_config, explore=False)
+        return out.policy[0], out.root_value[0]
+
+    return fn

@@ -1,0 +1,227 @@
+"""Matches between two agents, played on the device: W/D/L with a 95% interval, and gating.
+
+`match(game, a, b, n, key)` plays `n` games at once (vmapped) in one jitted loop. Agent A plays
+player 0 in even games and player 1 in odd games; games 2i and 2i+1 share their optional random
+opening, so every opening is played once from each side. Each loop iteration lets ONE agent
+move in every game where it is to move (alternating between A and B, or the other one when
+nobody waits for it), so each agent is evaluated only on positions where it moves, and a player
+who moves twice in a row (Dots and Boxes) simply waits one iteration for its next turn.
+
+The loop is compiled once per (game, A's move function, B's move function, games per batch,
+opening moves); network parameters are traced, so every checkpoint of a run shares it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.agents import Agent, MoveFn, random_legal_action
+from games.core import Game
+
+Array = jax.Array
+GATE_THRESHOLD = 0.55
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchResult:
+    """Outcome of a match from agent A's view; `first`/`second`: (W, D, L) as player 0 / 1."""
+
+    wins: int
+    draws: int
+    losses: int
+    first: tuple[int, int, int]
+    second: tuple[int, int, int]
+    name_a: str = "a"
+    name_b: str = "b"
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        """A's mean score, a win counting 1 and a draw 1/2."""
+        return (self.wins + 0.5 * self.draws) / max(self.games, 1)
+
+    @property
+    def ci95(self) -> float:
+        """Half-width of the 95% normal-approximation interval of `score`.
+
+        Uses the sample variance of the per-game scores (1, 1/2, 0); with fewer than two games
+        the interval is the whole range.
+        """
+        n = self.games
+        if n < 2:
+            return 1.0
+        mean = self.score
+        second_moment = (self.wins + 0.25 * self.draws) / n
+        variance = max(second_moment - mean**2, 0.0) * n / (n - 1)
+        return 1.96 * math.sqrt(variance / n)
+
+    @property
+    def elo_difference(self) -> float:
+        """The Elo difference A - B implied by `score` (+-inf for a clean sweep)."""
+        return elo_from_score(self.score)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": self.name_a,
+            "b": self.name_b,
+            "games": self.games,
+            "wins": self.wins,
+            "draws": self.draws,
+            "losses": self.losses,
+            "score": self.score,
+            "ci95": self.ci95,
+            "elo_difference": _finite(self.elo_difference),
+            "as_first": dict(zip(("wins", "draws", "losses"), self.first, strict=True)),
+            "as_second": dict(zip(("wins", "draws", "losses"), self.second, strict=True)),
+        }
+
+    def __str__(self) -> str:
+        return (
+            f"{self.name_a} vs {self.name_b}: +{self.wins} ={self.draws} -{self.losses} "
+            f"(score {self.score:.3f} ± {self.ci95:.3f}; as first +{self.first[0]} "
+            f"={self.first[1]} -{self.first[2]}, as second +{self.second[0]} "
+            f"={self.second[1]} -{self.second[2]})"
+        )
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def elo_from_score(score: float) -> float:
+    """The Elo difference whose expected score is `score` (400-point logistic scale)."""
+    if score <= 0.0:
+        return -math.inf
+    if score >= 1.0:
+        return math.inf
+    return -400.0 * math.log10(1.0 / score - 1.0)
+
+
+def gate(result: MatchResult, threshold: float = GATE_THRESHOLD) -> bool:
+    """True when the challenger (agent A) scored at least `threshold` against the best."""
+    return result.score >= threshold
+
+
+def tally(returns_a: np.ndarray, colour_a: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """(W, D, L) overall, as player 0 and as player 1, from A's returns and colours."""
+
+    def wdl(mask: np.ndarray) -> tuple[int, int, int]:
+        r = returns_a[mask]
+        return int((r > 0).sum()), int((r == 0).sum()), int((r < 0).sum())
+
+    return wdl(np.ones_like(colour_a, bool)), wdl(colour_a == 0), wdl(colour_a == 1)
+
+
+@functools.cache
+def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_moves: int):
+    """A jitted `play(params_a, params_b, key) -> (A's returns [N], A's colour [N], done [N])`."""
+    colour_a = jnp.arange(num_games, dtype=jnp.int32) % 2
+    pair = jnp.arange(num_games) // 2
+    batch_step = jax.vmap(game.step)
+
+    def where(mask: Array, new: Any, old: Any) -> Any:
+        return jax.tree.map(
+            lambda n, o: jnp.where(mask.reshape(mask.shape + (1,) * (n.ndim - 1)), n, o), new, old
+        )
+
+    def play(params_a: Any, params_b: Any, key: Array):
+        init_key, open_key, play_key = jax.random.split(key, 3)
+        pair_keys = jax.random.split(init_key, (num_games + 1) // 2)[pair]
+        states = jax.vmap(game.init)(pair_keys)
+        returns = jnp.zeros((num_games, 2), jnp.float32)
+
+        def opening(carry, t):
+            states, returns = carry
+            keys = jax.random.split(jax.random.fold_in(open_key, t), (num_games + 1) // 2)[pair]
+            actions = jax.vmap(random_legal_action)(keys, states.legal_action_mask)
+            states = batch_step(states, actions)
+            return (states, returns + states.rewards), None
+
+        (states, returns), _ = jax.lax.scan(opening, (states, returns), jnp.arange(opening_moves))
+
+        def body(carry):
+            t, states, returns = carry
+            live = ~states.terminated
+            a_to_move = states.current_player == colour_a
+            wants_a, wants_b = live & a_to_move, live & ~a_to_move
+            use_a = jnp.where(t % 2 == 0, wants_a.any(), ~wants_b.any())
+            keys = jax.random.split(jax.random.fold_in(play_key, t), num_games)
+            actions = jax.lax.cond(
+                use_a,
+                lambda: jax.vmap(fn_a, (None, 0, 0))(params_a, states, keys),
+                lambda: jax.vmap(fn_b, (None, 0, 0))(params_b, states, keys),
+            )
+            moving = jnp.where(use_a, wants_a, wants_b)
+            stepped = batch_step(states, actions)
+            states = where(moving, stepped, states)
+            returns = returns + jnp.where(moving[:, None], stepped.rewards, 0.0)
+            return t + 1, states, returns
+
+        limit = 2 * game.max_game_length + 2
+
+        def cond(carry):
+            t, states, _ = carry
+            return (t < limit) & ~states.terminated.all()
+
+        _, states, returns = jax.lax.while_loop(cond, body, (jnp.int32(0), states, returns))
+        returns_a = returns[jnp.arange(num_games), colour_a]
+        return returns_a, colour_a, states.terminated
+
+    return jax.jit(play)
+
+
+def match(
+    game: Game,
+    agent_a: Agent,
+    agent_b: Agent,
+    num_games: int,
+    key: Array,
+    opening_moves: int = 0,
+    batch_size: int | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> MatchResult:
+    """Play `num_games` games between A and B (colours alternated) and count from A's view.
+
+    Games run `batch_size` at a time (default: all at once); `progress(n)` is called after
+    each batch with the number of games it finished. `opening_moves` random plies start every
+    game (the same opening for each pair of games with swapped colours).
+    """
+    if num_games < 1:
+        raise ValueError(f"num_games must be >= 1, got {num_games}")
+    if opening_moves < 0:
+        raise ValueError(f"opening_moves must be >= 0, got {opening_moves}")
+    batch = num_games if batch_size is None else min(int(batch_size), num_games)
+    if batch < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch += batch % 2  # whole pairs of games
+    play = _play_fn(game, agent_a.fn, agent_b.fn, batch, opening_moves)
+    returns, colours = [], []
+    done = 0
+    for index in range(math.ceil(num_games / batch)):
+        r, c, finished = jax.device_get(
+            play(agent_a.params, agent_b.params, jax.random.fold_in(key, index))
+        )
+        if not finished.all():
+            raise RuntimeError(
+                f"{game.name}: a game outlasted {2 * game.max_game_length + 2} turns; "
+                "max_game_length is too small"
+            )
+        take = min(batch, num_games - done)
+        returns.append(r[:take])
+        colours.append(c[:take])
+        done += take
+        if progress is not None:
+            progress(take)
+    overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
+    return MatchResult(*overall, first, second, name_a=agent_a.name, name_b=agent_b.name)
