@@ -1,0 +1,308 @@
+"""`azjax-play`: play any game in the terminal against any agent.
+
+    azjax-play --game connect4 --opponent search:runs/connect4 --as second
+
+Moves are typed in the game's notation; `undo` takes back to your previous turn, `hint` shows
+the agent's view of your position (top moves with their share of the search and the value),
+`quit` leaves. Input is read line by line from stdin, so a script (or a test) can drive a game.
+
+`Session` (a game in progress against an agent) and the compiled-agent cache are shared with
+the browser server (`azjax.cli.serve`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+import jax
+import numpy as np
+
+import games
+from games import IllegalMoveError
+
+State = Any
+
+# ----------------------------------------------------------------------------- agents
+
+_LOCK = threading.Lock()
+_AGENTS: dict[tuple[Any, str], Callable[[State, jax.Array], int]] = {}
+_ANALYSERS: dict[tuple[Any, str], Callable[[State, jax.Array], tuple[np.ndarray, float]]] = {}
+
+
+def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], int]:
+    """`agent(state, key) -> action` for `spec`, jitted once per (game, spec) and cached.
+
+    Raises ValueError (from `azjax.agents.make`) for a bad spec or a checkpoint that does
+    not fit the game.
+    """
+    with _LOCK:
+        if (game, spec) not in _AGENTS:
+            from azjax import agents
+
+            agent = agents.make(spec, game)
+            fn = jax.jit(agent.fn)
+            _AGENTS[game, spec] = lambda state, key: int(fn(agent.params, state, key))
+        return _AGENTS[game, spec]
+
+
+def compiled_analysis(
+    game: games.Game, spec: str
+) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
+    """`analyse(state, key) -> (policy[A], value)` for `spec` (value from the mover's view),
+    jitted once per (game, spec) and cached."""
+    with _LOCK:
+        if (game, spec) not in _ANALYSERS:
+            from azjax import agents
+
+            fn = jax.jit(agents.analyse(game, spec))
+
+            def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
+                policy, value = fn(state, key)
+                return np.asarray(policy, np.float64), float(value)
+
+            _ANALYSERS[game, spec] = analyse
+        return _ANALYSERS[game, spec]
+
+
+# ----------------------------------------------------------------------------- a game
+
+
+@dataclasses.dataclass(frozen=True)
+class Ply:
+    """One move played: who moved (player 0/1), the action, its notation, human or agent."""
+
+    player: int
+    action: int
+    notation: str
+    by: str  # "human" | "agent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """An analysis of a position: top moves as (notation, share of the search) and the value
+    for the player to move (-1 lost .. +1 won)."""
+
+    moves: tuple[tuple[str, float], ...]
+    value: float
+
+
+class Session:
+    """A game between a person (playing `human`, 0 or 1) and an agent given by its spec."""
+
+    def __init__(self, game: games.Game, opponent: str, human: int, seed: int = 0) -> None:
+        if human not in (0, 1):
+            raise ValueError(f"human must be player 0 or 1, got {human!r}")
+        self.game, self.opponent, self.human = game, opponent, human
+        self.agent = compiled_agent(game, opponent)
+        init_key, self._key = jax.random.split(jax.random.key(seed))
+        self.states: list[State] = [game.init(init_key)]
+        self.plies: list[Ply] = []
+        self.evaluation: Advice | None = None
+
+    @property
+    def state(self) -> State:
+        return self.states[-1]
+
+    @property
+    def over(self) -> bool:
+        return bool(self.state.terminated)
+
+    @property
+    def human_to_move(self) -> bool:
+        return not self.over and int(self.state.current_player) == self.human
+
+    def _next_key(self) -> jax.Array:
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def _push(self, action: int, by: str) -> Ply:
+        state = self.state
+        ply = Ply(int(state.current_player), action, self.game.format_action(action), by)
+        self.states.append(self.game.checked_step(state, action))
+        self.plies.append(ply)
+        return ply
+
+    def play(self, action: int) -> Ply:
+        """The person's move (raises IllegalMoveError when illegal or not their turn)."""
+        if not self.human_to_move:
+            raise IllegalMoveError("it is not your turn" if not self.over else "the game is over")
+        return self._push(int(action), "human")
+
+    def reply(self, evaluate: bool = False) -> list[Ply]:
+        """The agent's moves until it is the person's turn again or the game ends.
+
+        With `evaluate`, `self.evaluation` holds the agent's analysis of the position before
+        its last move (value from the agent's view).
+        """
+        plies = []
+        while not self.over and not self.human_to_move:
+            if evaluate:
+                self.evaluation = self.advice()
+            plies.append(self._push(self.agent(self.state, self._next_key()), "agent"))
+        return plies
+
+    def undo(self) -> bool:
+        """Take back to the person's previous turn (before their last move); False if none."""
+        mine = [i for i, p in enumerate(self.plies) if p.by == "human"]
+        if not mine:
+            return False
+        del self.plies[mine[-1] :]
+        del self.states[mine[-1] + 1 :]
+        self.evaluation = None
+        return True
+
+    def advice(self, top: int = 3) -> Advice:
+        """The opponent's analysis of the current position (its search or pure MCTS)."""
+        policy, value = compiled_analysis(self.game, self.opponent)(self.state, self._next_key())
+        order = [a for a in np.argsort(-policy, kind="stable") if policy[a] > 0][:top]
+        moves = tuple((self.game.format_action(int(a)), float(policy[a])) for a in order)
+        return Advice(moves, value)
+
+    def result(self) -> str | None:
+        """ "win", "loss" or "draw" from the person's view once the game is over, else None."""
+        if not self.over:
+            return None
+        reward = float(self.state.rewards[self.human])
+        return "win" if reward > 0 else "loss" if reward < 0 else "draw"
+
+    def record(self) -> dict[str, Any]:
+        """The game as JSON-able data (`scripts/replay.py --record` reads it)."""
+        return {"game": self.game.name, "moves": [p.notation for p in self.plies]}
+
+
+# ----------------------------------------------------------------------------- terminal
+
+_ANSI = {"red": "\x1b[1;31m", "blue": "\x1b[1;34m", "yellow": "\x1b[1;33m", "dim": "\x1b[2m"}
+_RESET = "\x1b[0m"
+# The marks each game's `render` uses for player 0 and player 1, and their terminal colours.
+_MARKS = {
+    "tictactoe": (("X", "red"), ("O", "blue")),
+    "connect4": (("X", "red"), ("O", "yellow")),
+    "dots_and_boxes": (("X", "red"), ("O", "blue")),
+    "othello": (("X", "red"), ("O", "blue")),
+    "chain_reaction": (("x", "red"), ("o", "blue")),
+}
+
+
+def player_name(game: games.Game, player: int) -> str:
+    return _MARKS.get(game.name, (("1", ""), ("2", "")))[player][0]
+
+
+def draw(game: games.Game, state: State, colour: bool) -> str:
+    """The game's text picture, its marks coloured when `colour`."""
+    text = game.render(state)
+    if not colour or game.name not in _MARKS:
+        return text
+    table = {mark: f"{_ANSI[c]}{mark}{_RESET}" for mark, c in _MARKS[game.name]}
+    return "".join(table.get(ch, ch) for ch in text)
+
+
+def game_kwargs(args: argparse.Namespace) -> dict[str, int]:
+    """The size keywords given on the command line (only those set)."""
+    return {k: getattr(args, k) for k in ("rows", "cols", "size") if getattr(args, k) is not None}
+
+
+def add_game_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--game", required=True, choices=games.names())
+    parser.add_argument("--rows", type=int, help="board rows (dots_and_boxes, chain_reaction)")
+    parser.add_argument("--cols", type=int, help="board columns (dots_and_boxes, chain_reaction)")
+    parser.add_argument("--size", type=int, help="board size (othello: 8 or 6)")
+
+
+def run(
+    session: Session, lines: TextIO, out: TextIO, colour: bool = False, echo: bool = False
+) -> str | None:
+    """Drive a session from `lines` (one command or move per line); the result, or None if quit.
+
+    `echo` repeats each line read after the prompt (for transcripts of piped input).
+    """
+    game = session.game
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    def show_reply() -> None:
+        for ply in session.reply():
+            say(f"{session.opponent} ({player_name(game, ply.player)}) plays {ply.notation}")
+
+    say(
+        f"{game.name}: you are {player_name(game, session.human)}, "
+        f"{session.opponent} is {player_name(game, 1 - session.human)}."
+    )
+    say("Type a move, or: undo, hint, quit. " + game.notation_help())
+    show_reply()
+    while not session.over:
+        say()
+        say(draw(game, session.state, colour))
+        legal = " ".join(game.format_action(a) for a in game.legal_actions(session.state))
+        say(f"Legal: {legal}")
+        out.write(f"Your move ({player_name(game, session.human)}): ")
+        out.flush()
+        line = lines.readline()
+        if echo or not line:
+            say(line.rstrip("\n"))
+        if not line:
+            return None
+        command = line.strip().lower()
+        if command in ("quit", "exit", "q"):
+            return None
+        if command == "":
+            continue
+        if command == "undo":
+            say("Taken back to your previous turn." if session.undo() else "Nothing to undo.")
+            continue
+        if command == "hint":
+            advice = session.advice()
+            moves = ", ".join(f"{m} ({share:.0%})" for m, share in advice.moves)
+            say(f"Hint from {session.opponent}: {moves}; value for you {advice.value:+.2f}")
+            continue
+        try:
+            action = game.parse_action(command, session.state)
+        except IllegalMoveError as err:
+            say(str(err))
+            continue
+        session.play(action)
+        show_reply()
+    say()
+    say(draw(game, session.state, colour))
+    result = session.result()
+    say({"win": "You win.", "loss": "You lose.", "draw": "Draw."}[result])
+    say("Moves: " + " ".join(p.notation for p in session.plies))
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="azjax-play", description=__doc__.split("\n\n")[0])
+    add_game_arguments(parser)
+    parser.add_argument(
+        "--opponent",
+        default="mcts:200",
+        help="agent spec: random, greedy, alphabeta:D, mcts:SIMS, policy:WORKDIR[@STEP], "
+        "search:WORKDIR[@STEP][:SIMS] (default mcts:200)",
+    )
+    parser.add_argument("--as", dest="side", choices=("first", "second"), default="first")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", help="write the finished game as JSON (for scripts/replay.py)")
+    parser.add_argument("--no-colour", action="store_true", help="plain text even on a terminal")
+    args = parser.parse_args(argv)
+    try:
+        game = games.make(args.game, **game_kwargs(args))
+        session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
+    except ValueError as err:
+        parser.error(str(err))
+    colour = sys.stdout.isatty() and not args.no_colour
+    run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
+    if args.save:
+        record = {**session.record(), "kwargs": game_kwargs(args), "opponent": args.opponent}
+        with open(args.save, "w") as f:
+            json.dump(record, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,399 @@
+"""The browser-play server: one static page and a small JSON API (Starlette).
+
+    GET  /api/options                 games, their sizes, opponents (baselines + checkpoints)
+    POST /api/games                   {"game", "kwargs", "opponent", "human": 0|1} -> a new game
+    GET  /api/games/{id}              the game's current view
+    POST /api/games/{id}/move         {"action": int, "ply": int} -> the view after the reply
+    POST /api/games/{id}/undo         {"ply": int}
+    POST /api/games/{id}/hint         {"ply": int} -> the opponent's analysis of your position
+
+`ply` is the number of moves the page has seen; a request made on an older position is refused
+(409) so that two tabs cannot play over each other. Every error is a JSON body
+`{"error": message}` with a 4xx status. Games are independent (one lock each); agents are
+compiled once per (game, spec) and shared by all games.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import secrets
+import threading
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+import games
+from azjax.cli.play import Session
+from games import IllegalMoveError, svg
+
+STATIC = pathlib.Path(__file__).resolve().parent / "static"
+MAX_BODY = 4096  # bytes; every request of this API fits in far less
+BASELINES = ("random", "greedy", "alphabeta:2", "alphabeta:4", "mcts:100", "mcts:400")
+# Sizes offered per game: keyword -> (default, allowed values).
+SIZES: dict[str, dict[str, tuple[int, tuple[int, ...]]]] = {
+    "tictactoe": {},
+    "connect4": {},
+    "othello": {"size": (8, (6, 8))},
+    "dots_and_boxes": {"rows": (3, tuple(range(2, 7))), "cols": (3, tuple(range(2, 7)))},
+    "chain_reaction": {"rows": (5, tuple(range(3, 10))), "cols": (5, tuple(range(3, 10)))},
+}
+# Each player's name on the page: (player 0, player 1).
+PLAYER_NAMES = {
+    "tictactoe": ("X", "O"),
+    "connect4": ("Red", "Yellow"),
+    "othello": ("Black", "White"),
+    "dots_and_boxes": ("Red", "Blue"),
+    "chain_reaction": ("Red", "Green"),
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """The request's JSON object, refusing bodies over MAX_BODY bytes (413) or not JSON (400)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise ApiError(413, f"request body too large: at most {MAX_BODY} bytes")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise ApiError(413, f"request body too large: at most {MAX_BODY} bytes")
+    try:
+        data = json.loads(body or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ApiError(400, f"request body is not JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def fields(data: dict[str, Any], **spec: tuple[type, bool]) -> dict[str, Any]:
+    """Check `data` against `name=(type, required)`: no unknown keys, right types."""
+    unknown = sorted(set(data) - set(spec))
+    if unknown:
+        raise ApiError(400, f"unknown field(s) {unknown}; expected {sorted(spec)}")
+    out = {}
+    for name, (kind, required) in spec.items():
+        if name not in data:
+            if required:
+                raise ApiError(400, f"missing field {name!r}")
+            continue
+        value = data[name]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ApiError(
+                400, f"field {name!r} must be {kind.__name__}, got {type(value).__name__}"
+            )
+        out[name] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
+    """Training runs (folders with checkpoints) under `runs_dir`: path, game, kwargs, steps."""
+    if runs_dir is None or not pathlib.Path(runs_dir).is_dir():
+        return []
+    from azjax import checkpoint
+
+    found = []
+    frontier = [pathlib.Path(runs_dir)]
+    for _ in range(depth):
+        nxt = []
+        for folder in frontier:
+            for child in sorted(p for p in folder.iterdir() if p.is_dir()):
+                steps = checkpoint.list_steps(child)
+                if not steps:
+                    nxt.append(child)
+                    continue
+                try:
+                    game = checkpoint.read_meta(child, steps[-1])["config"]["game"]
+                except ValueError:  # damaged: not offered
+                    continue
+                kwargs = dict(game.get("kwargs") or {})
+                found.append(
+                    {"path": str(child), "game": game["name"], "kwargs": kwargs, "steps": steps}
+                )
+        frontier = nxt
+    return found
+
+
+def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> list[str]:
+    """The agent specs offered for a game of this size."""
+    specs = list(BASELINES)
+    for run in runs:
+        if run["game"] == name and run["kwargs"] == kwargs:
+            specs += [f"search:{run['path']}", f"policy:{run['path']}"]
+    return specs
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def game_kwargs(name: Any, given: Any) -> dict[str, int]:
+    """Validated size keywords for game `name` (defaults filled in)."""
+    if name not in SIZES:
+        raise ApiError(400, f"unknown game {name!r}; expected one of {sorted(SIZES)}")
+    if not isinstance(given, dict):
+        raise ApiError(400, f"kwargs must be an object, got {type(given).__name__}")
+    allowed = SIZES[name]
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ApiError(
+            400, f"unknown size keyword(s) {unknown} for {name}; expected {sorted(allowed)}"
+        )
+    out = {}
+    for key, (default, values) in allowed.items():
+        value = given.get(key, default)
+        if isinstance(value, bool) or value not in values:
+            raise ApiError(400, f"{name} {key} must be one of {list(values)}, got {value!r}")
+        out[key] = value
+    return out
+
+
+class Game:
+    """A browser game: a Session, its size keywords and a lock."""
+
+    def __init__(self, session: Session, kwargs: dict[str, int]) -> None:
+        self.session, self.kwargs = session, kwargs
+        self.lock = threading.Lock()
+
+
+def board_svg(session: Session, index: int | None = None, clickable: bool = False) -> str:
+    game = session.game
+    index = len(session.plies) if index is None else index
+    last = session.plies[index - 1].action if index > 0 else None
+    return svg.to_svg(game, session.states[index], last_action=last, clickable=clickable)
+
+
+def ply_frames(session: Session, index: int) -> list[str]:
+    """Pictures of ply `index` being played: Chain Reaction's explosion levels, then the result."""
+    game, ply = session.game, session.plies[index]
+    frames = []
+    if hasattr(game, "chain_levels"):
+        levels = game.chain_levels(session.states[index], ply.action)
+        frames = [svg.to_svg(game, board=b, last_action=ply.action) for b in levels[:-1]]
+    return [*frames, board_svg(session, index + 1)]
+
+
+def view(gid: str, entry: Game, first_new: int, evaluate: bool) -> dict[str, Any]:
+    """Everything the page shows, with the plies from `first_new` on to animate."""
+    session = entry.session
+    game, state = session.game, session.state
+    pic = svg.picture(game, state)
+    drawn = {s.action for s in pic.shapes if s.action is not None}
+    legal = game.legal_actions(state)
+    evaluation = None
+    if evaluate and session.evaluation is not None:
+        evaluation = {
+            "value": session.evaluation.value,
+            "moves": [{"move": m, "share": p} for m, p in session.evaluation.moves],
+        }
+    return {
+        "id": gid,
+        "game": game.name,
+        "kwargs": entry.kwargs,
+        "opponent": session.opponent,
+        "human": session.human,
+        "players": PLAYER_NAMES[game.name],
+        "ply": len(session.plies),
+        "to_move": None if session.over else int(state.current_player),
+        "over": session.over,
+        "result": session.result(),
+        "svg": board_svg(session, clickable=session.human_to_move),
+        "legal": [game.format_action(a) for a in legal],
+        "buttons": [  # legal moves with no place on the board (Othello's pass)
+            {"action": a, "label": game.format_action(a)} for a in legal if a not in drawn
+        ]
+        if session.human_to_move
+        else [],
+        "moves": [{"player": p.player, "notation": p.notation, "by": p.by} for p in session.plies],
+        "new": [
+            {
+                "player": p.player,
+                "notation": p.notation,
+                "by": p.by,
+                "frames": ply_frames(session, i),
+            }
+            for i, p in enumerate(session.plies)
+            if i >= first_new
+        ],
+        "evaluation": evaluation,
+    }
+
+
+# ----------------------------------------------------------------------------- the app
+
+
+def create_app(
+    runs_dir: str | None = None, *, evaluate: bool = True, max_games: int = 256
+) -> Starlette:
+    """The server. `runs_dir`: where to look for checkpoints; `evaluate`: analyse each agent
+    move (an extra search per move); `max_games`: games kept (the least recently used go)."""
+    store: collections.OrderedDict[str, Game] = collections.OrderedDict()
+    store_lock = threading.Lock()
+
+    def lookup(request: Request) -> tuple[str, Game]:
+        gid = request.path_params["gid"]
+        with store_lock:
+            if gid not in store:
+                raise ApiError(404, f"unknown or expired game id {gid!r}; start a new game")
+            store.move_to_end(gid)
+            return gid, store[gid]
+
+    def check_ply(entry: Game, ply: int) -> None:
+        current = len(entry.session.plies)
+        if ply != current:
+            raise ApiError(
+                409, f"stale request: made at ply {ply} but the game is at ply {current}; reload it"
+            )
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def options(request: Request) -> Response:
+        runs = await run_in_threadpool(find_runs, runs_dir)
+        return JSONResponse(
+            {
+                "games": [
+                    {
+                        "name": name,
+                        "players": PLAYER_NAMES[name],
+                        "sizes": {k: {"default": d, "values": v} for k, (d, v) in sizes.items()},
+                    }
+                    for name, sizes in SIZES.items()
+                ],
+                "baselines": list(BASELINES),
+                "runs": runs,
+            }
+        )
+
+    async def new_game(request: Request) -> Response:
+        data = fields(
+            await read_json(request),
+            game=(str, True),
+            kwargs=(dict, False),
+            opponent=(str, True),
+            human=(int, False),
+            seed=(int, False),
+        )
+        name = data["game"]
+        kwargs = game_kwargs(name, data.get("kwargs", {}))
+        human = data.get("human", 0)
+        if human not in (0, 1):
+            raise ApiError(400, f"human must be 0 (first) or 1 (second), got {human}")
+        runs = await run_in_threadpool(find_runs, runs_dir)
+        offered = opponents(runs, name, kwargs)
+        if data["opponent"] not in offered:
+            raise ApiError(400, f"unknown opponent {data['opponent']!r}; offered: {offered}")
+        seed = data.get("seed", secrets.randbits(31))
+
+        def start() -> Game:
+            session = Session(games.make(name, **kwargs), data["opponent"], human, seed)
+            session.reply(evaluate)
+            return Game(session, kwargs)
+
+        try:
+            entry = await run_in_threadpool(start)
+        except ValueError as err:  # a checkpoint that cannot be used
+            raise ApiError(400, str(err)) from None
+        gid = secrets.token_hex(8)
+        with store_lock:
+            store[gid] = entry
+            while len(store) > max_games:
+                store.popitem(last=False)
+        return JSONResponse(view(gid, entry, 0, evaluate), status_code=201)
+
+    async def show(request: Request) -> Response:
+        gid, entry = lookup(request)
+
+        def current() -> dict[str, Any]:
+            with entry.lock:
+                return view(gid, entry, len(entry.session.plies), evaluate)
+
+        return JSONResponse(await run_in_threadpool(current))
+
+    async def move(request: Request) -> Response:
+        gid, entry = lookup(request)
+        data = fields(await read_json(request), action=(int, True), ply=(int, True))
+
+        def play() -> dict[str, Any]:
+            with entry.lock:
+                check_ply(entry, data["ply"])
+                session = entry.session
+                start = len(session.plies)
+                try:
+                    session.play(data["action"])
+                except IllegalMoveError as err:
+                    raise ApiError(409 if session.over else 400, str(err)) from None
+                session.reply(evaluate)
+                return view(gid, entry, start, evaluate)
+
+        return JSONResponse(await run_in_threadpool(play))
+
+    async def undo(request: Request) -> Response:
+        gid, entry = lookup(request)
+        data = fields(await read_json(request), ply=(int, True))
+
+        def take_back() -> dict[str, Any]:
+            with entry.lock:
+                check_ply(entry, data["ply"])
+                if not entry.session.undo():
+                    raise ApiError(409, "nothing to undo: you have not moved yet")
+                return view(gid, entry, len(entry.session.plies), evaluate)
+
+        return JSONResponse(await run_in_threadpool(take_back))
+
+    async def hint(request: Request) -> Response:
+        _, entry = lookup(request)
+        data = fields(await read_json(request), ply=(int, True))
+
+        def analyse() -> dict[str, Any]:
+            with entry.lock:
+                check_ply(entry, data["ply"])
+                if not entry.session.human_to_move:
+                    raise ApiError(409, "no hint: it is not your turn")
+                advice = entry.session.advice()
+                moves = [{"move": m, "share": p} for m, p in advice.moves]
+                return {"moves": moves, "value": advice.value}
+
+        return JSONResponse(await run_in_threadpool(analyse))
+
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    routes = [
+        Route("/", index),
+        Route("/api/options", options),
+        Route("/api/games", new_game, methods=["POST"]),
+        Route("/api/games/{gid}", show),
+        Route("/api/games/{gid}/move", move, methods=["POST"]),
+        Route("/api/games/{gid}/undo", undo, methods=["POST"]),
+        Route("/api/games/{gid}/hint", hint, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    handlers = {ApiError: api_error, HTTPException: http_error}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    app.state.games = store
+    return app

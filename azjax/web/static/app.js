@@ -1,0 +1,232 @@
+// azjax browser play: pick a game and an opponent, click to move, watch the agent reply.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const FRAME_MS = 260; // one Chain Reaction explosion level
+let options = null;
+let current = null; // the latest view from the server
+let busy = false;
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(path, init);
+  const data = await response.json();
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = !message;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function sizeValues() {
+  const kwargs = {};
+  for (const select of $("sizes").querySelectorAll("select")) {
+    kwargs[select.dataset.key] = Number(select.value);
+  }
+  return kwargs;
+}
+
+function sameKwargs(a, b) {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].every((k) => a[k] === b[k]);
+}
+
+function fillSetup() {
+  const game = options.games.find((g) => g.name === $("game").value);
+  $("sizes").replaceChildren();
+  for (const [key, spec] of Object.entries(game.sizes)) {
+    const label = document.createElement("label");
+    label.textContent = key + " ";
+    const select = document.createElement("select");
+    select.dataset.key = key;
+    select.id = "size-" + key;
+    for (const v of spec.values) select.add(new Option(String(v), String(v), false, v === spec.default));
+    select.addEventListener("change", fillOpponents);
+    label.append(select);
+    $("sizes").append(label);
+  }
+  fillOpponents();
+}
+
+function fillOpponents() {
+  const name = $("game").value;
+  const kwargs = sizeValues();
+  const keep = $("opponent").value;
+  $("opponent").replaceChildren();
+  for (const spec of options.baselines) $("opponent").add(new Option(spec, spec));
+  for (const run of options.runs) {
+    if (run.game !== name || !sameKwargs(run.kwargs, kwargs)) continue;
+    const step = run.steps[run.steps.length - 1];
+    for (const kind of ["search", "policy"]) {
+      const spec = `${kind}:${run.path}`;
+      $("opponent").add(new Option(`${kind}: ${run.path} (step ${step})`, spec));
+    }
+  }
+  if ([...$("opponent").options].some((o) => o.value === keep)) $("opponent").value = keep;
+}
+
+function playerName(view, player) {
+  return view.players[player];
+}
+
+function renderMoves(view) {
+  $("moves").replaceChildren();
+  for (const m of view.moves) {
+    const li = document.createElement("li");
+    li.textContent = `${playerName(view, m.player)} ${m.notation}` + (m.by === "agent" ? " (agent)" : "");
+    $("moves").append(li);
+  }
+  $("moves").scrollTop = $("moves").scrollHeight;
+}
+
+function renderEvaluation(view) {
+  const ev = view.evaluation;
+  $("evaluation").hidden = !ev;
+  if (!ev) return;
+  const v = ev.value;
+  $("eval-value").textContent = (v >= 0 ? "+" : "") + v.toFixed(2);
+  $("eval-bar").style.width = `${Math.round((v + 1) * 50)}%`;
+  $("eval-moves").textContent = "considered: " +
+    ev.moves.map((m) => `${m.move} ${Math.round(m.share * 100)}%`).join(", ");
+}
+
+function renderStatus(view) {
+  const you = playerName(view, view.human);
+  if (view.over) {
+    const text = { win: "You win!", loss: "You lose.", draw: "Draw." }[view.result];
+    $("result").textContent = text;
+    $("result").className = view.result;
+    $("result").hidden = false;
+    $("status").textContent = `Game over. You played ${you}.`;
+  } else {
+    $("result").hidden = true;
+    $("status").textContent = view.to_move === view.human
+      ? `Your move (${you}).`
+      : `${view.opponent} is thinking…`;
+  }
+}
+
+function renderButtons(view) {
+  $("buttons").replaceChildren();
+  for (const b of view.buttons) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = b.label;
+    button.addEventListener("click", () => move(b.action));
+    $("buttons").append(button);
+  }
+}
+
+function showBoard(svgText) {
+  $("board").innerHTML = svgText;
+}
+
+async function render(view) {
+  current = view;
+  $("hint-text").hidden = true;
+  for (const ply of view.new) {
+    for (const frame of ply.frames) {
+      showBoard(frame);
+      if (ply.frames.length > 1) await sleep(FRAME_MS);
+    }
+  }
+  showBoard(view.svg);
+  for (const el of $("board").querySelectorAll(".move")) {
+    el.addEventListener("click", () => move(Number(el.dataset.action)));
+  }
+  renderButtons(view);
+  renderMoves(view);
+  renderEvaluation(view);
+  renderStatus(view);
+  $("board").dataset.ply = String(view.ply);
+  $("board").dataset.over = String(view.over);
+  const yourTurn = !view.over && view.to_move === view.human;
+  $("hint").disabled = !yourTurn;
+  $("undo").disabled = !view.moves.some((m) => m.by === "human");
+}
+
+async function guarded(work) {
+  if (busy) return;
+  busy = true;
+  document.body.classList.add("busy");
+  showError("");
+  try {
+    await work();
+  } catch (err) {
+    showError(err.message);
+  } finally {
+    busy = false;
+    document.body.classList.remove("busy");
+  }
+}
+
+function newGame() {
+  return guarded(async () => {
+    $("evaluation").hidden = true;
+    $("status").textContent = "Starting…";
+    const view = await api("/api/games", {
+      game: $("game").value,
+      kwargs: sizeValues(),
+      opponent: $("opponent").value,
+      human: Number($("side").value),
+    });
+    await render(view);
+  });
+}
+
+function move(action) {
+  return guarded(async () => {
+    if (!current || current.over) return;
+    $("status").textContent = `${current.opponent} is thinking…`;
+    for (const el of $("board").querySelectorAll(".move")) el.classList.add("spent");
+    try {
+      await render(await api(`/api/games/${current.id}/move`, { action, ply: current.ply }));
+    } catch (err) {
+      renderStatus(current);
+      for (const el of $("board").querySelectorAll(".move")) el.classList.remove("spent");
+      throw err;
+    }
+  });
+}
+
+function undo() {
+  return guarded(async () => {
+    await render(await api(`/api/games/${current.id}/undo`, { ply: current.ply }));
+  });
+}
+
+function hint() {
+  return guarded(async () => {
+    const advice = await api(`/api/games/${current.id}/hint`, { ply: current.ply });
+    const moves = advice.moves.map((m) => `${m.move} (${Math.round(m.share * 100)}%)`).join(", ");
+    const v = advice.value;
+    $("hint-text").textContent = `Try ${moves}. Value for you: ${(v >= 0 ? "+" : "") + v.toFixed(2)}`;
+    $("hint-text").hidden = false;
+  });
+}
+
+async function start() {
+  try {
+    options = await api("/api/options");
+  } catch (err) {
+    showError(`Cannot reach the server: ${err.message}`);
+    return;
+  }
+  for (const g of options.games) $("game").add(new Option(g.name, g.name));
+  $("game").addEventListener("change", fillSetup);
+  $("new").addEventListener("click", newGame);
+  $("undo").addEventListener("click", undo);
+  $("hint").addEventListener("click", hint);
+  fillSetup();
+  document.body.dataset.ready = "true";
+}
+
+start();
