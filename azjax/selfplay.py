@@ -1,0 +1,214 @@
+"""On-device self-play: B games under `vmap`, T moves per chunk under `lax.scan`.
+
+Every step searches exactly one live position per slot: a move that ends a game immediately
+resets that slot to a new game (inside the scan), so no search is spent on finished games.
+
+Playout cap randomization (KataGo): each step is a full search (`SearchConfig.num_simulations`,
+root noise, policy target) with probability `full_search_prob`, else a fast one
+(`fast_simulations`, no root noise except in the sampled opening moves, no policy target);
+every position gets a value target. mctx's simulation count is static, so the choice is made
+once per scan step for the whole batch and applied with `lax.cond` on that unbatched flag: only
+the chosen search runs, and no simulation is wasted. (Splitting the batch into fixed full and
+fast slots would tie a slot's games to one kind of search, and a per-game flag under `vmap`
+would run both searches for every game.) A step's games are at unrelated move numbers after the
+first few resets, so the shared flag correlates little within a game.
+
+Moves are sampled (see `run_search`'s `sample`) for the first `temperature_moves` moves of
+each game and played greedily afterwards.
+
+Each game is searched as its own batch of one, vmapped over slots, with its own keys: a game's
+moves depend only on its keys, so a slot plays the same game whatever the batch size.
+
+Value targets come from `azjax.targets.resolve`: positions whose game has not ended stay in a
+pending buffer in the carry (max_game_length entries per slot) and are emitted once known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from azjax import targets
+from azjax.search import Evaluator, SearchConfig, run_search
+from azjax.types import Examples, Trajectory
+from games.core import Game, State, tree_where
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfPlayConfig:
+    """Games in flight, chunk length, playout cap randomization, move sampling, value targets."""
+
+    batch_size: int = 256  # games in flight
+    chunk_moves: int = 32  # moves per jitted chunk (lax.scan length)
+    full_search_prob: float = 0.25  # playout cap randomization: P(full search)
+    fast_simulations: int = 8
+    temperature_moves: int = 8  # sample moves for the first N moves of a game, then argmax
+    value_target: str = "z"  # "z" | "q" | "mix"
+    value_mix: float = 0.5  # weight of q in "mix"
+
+    def __post_init__(self) -> None:
+        checks = {
+            "batch_size": (self.batch_size >= 1, ">= 1"),
+            "chunk_moves": (self.chunk_moves >= 1, ">= 1"),
+            "full_search_prob": (0.0 < self.full_search_prob <= 1.0, "in (0, 1]"),
+            "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
+            "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
+        }
+        for name, (ok, expected) in checks.items():
+            if not ok:
+                raise ValueError(f"selfplay.{name} must be {expected}, got {getattr(self, name)!r}")
+        targets.check_value_target(self.value_target, self.value_mix)
+
+
+@struct.dataclass
+class Carry:
+    """Self-play state between chunks; every leaf has the slot dimension B."""
+
+    states: State  # [B] games in flight (never terminated)
+    move_number: Array  # int32 [B], moves played in each slot's current game
+    pending: Trajectory  # [max_game_length, B] positions waiting for their game's result
+
+
+def _moves_played(move_number: Array, terminated: Array) -> Array:
+    """[T, B]: moves played in each slot's game after each step (its length where it ended)."""
+
+    def step(count, ended):
+        count = count + 1
+        return jnp.where(ended, 0, count), count
+
+    return jax.lax.scan(step, move_number, terminated)[1]
+
+
+def make_rollout(
+    game: Game,
+    evaluate: Evaluator,
+    search_config: SearchConfig,
+    selfplay_config: SelfPlayConfig,
+) -> Callable:
+    """`rollout(params, states, move_number, full, keys) -> (states, move_number, trajectory)`.
+
+    Plays `T = full.shape[0]` moves in each of the `B` slots of `states` (live games, [B]):
+    `full` (bool [T]) picks a full or fast search per step, `keys` ([T, B]) are each slot's
+    keys. Finished games restart at once. Returns the final states and move numbers and the
+    `Trajectory` [T, B]. A slot's trajectory depends only on its own keys and `full`, so a
+    batch of B games plays exactly what B separate one-game rollouts would.
+    """
+    cfg = selfplay_config
+    always_full = cfg.full_search_prob >= 1.0 or cfg.fast_simulations == (
+        search_config.num_simulations
+    )
+
+    def play(params, state: State, move_number: Array, full: Array, key: Array):
+        """One slot's move: search, play, restart the game if it ended. Unbatched."""
+        search_key, reset_key = jax.random.split(key)
+        sample = (move_number < cfg.temperature_moves)[None]
+        one = jax.tree.map(lambda x: x[None], state)
+
+        def full_search():
+            return run_search(game, evaluate, params, one, search_key, search_config, sample=sample)
+
+        def fast_search():
+            out = run_search(
+                game,
+                evaluate,
+                params,
+                one,
+                search_key,
+                search_config,
+                num_simulations=cfg.fast_simulations,
+                explore=sample,
+                sample=sample,
+            )
+            return out._replace(policy=jnp.zeros_like(out.policy))
+
+        out = full_search() if always_full else jax.lax.cond(full, full_search, fast_search)
+        action = out.action[0]
+        nxt = game.step(state, action)
+        mover = state.current_player
+        ended = nxt.terminated
+        record = Trajectory(
+            observation=game.observe(state),
+            policy=out.policy[0],
+            policy_mask=jnp.asarray(full | always_full, jnp.bool_),
+            action=action,
+            reward=nxt.rewards[mover],
+            discount=jnp.where(ended, 0.0, jnp.where(nxt.current_player == mover, 1.0, -1.0)),
+            terminated=ended,
+            player=mover,
+            root_value=out.root_value[0],
+            valid=jnp.bool_(True),
+        )
+        nxt = tree_where(ended, game.init(reset_key), nxt)
+        return nxt, jnp.where(ended, 0, move_number + 1), record
+
+    play_all = jax.vmap(play, in_axes=(None, 0, 0, None, 0))
+
+    def rollout(params, states: State, move_number: Array, full: Array, keys: Array):
+        def step(carry, xs):
+            states, move_number = carry
+            full, keys = xs
+            states, move_number, record = play_all(params, states, move_number, full, keys)
+            return (states, move_number), record
+
+        (states, move_number), trajectory = jax.lax.scan(step, (states, move_number), (full, keys))
+        return states, move_number, trajectory
+
+    return rollout
+
+
+def make_selfplay(
+    game: Game,
+    evaluate: Evaluator,
+    search_config: SearchConfig,
+    selfplay_config: SelfPlayConfig,
+) -> tuple[Callable[[Array], Carry], Callable[[Any, Carry, Array], tuple]]:
+    """`(init_fn, chunk_fn)`, both pure and un-jitted.
+
+    `init_fn(key) -> Carry`; `chunk_fn(params, carry, key) -> (carry, examples, metrics)` with
+    `Examples` of N = chunk_moves * batch_size slots (`valid` marks the ones with a known
+    target) and a dict of scalar metrics.
+    """
+    cfg = selfplay_config
+    batch, length = cfg.batch_size, cfg.chunk_moves
+    rollout = make_rollout(game, evaluate, search_config, selfplay_config)
+
+    def init_fn(key: Array) -> Carry:
+        return Carry(
+            states=jax.vmap(game.init)(jax.random.split(key, batch)),
+            move_number=jnp.zeros(batch, jnp.int32),
+            pending=targets.empty_trajectory(
+                game.max_game_length, batch, game.observation_shape, game.num_actions
+            ),
+        )
+
+    def chunk_fn(params, carry: Carry, key: Array) -> tuple[Carry, Examples, dict[str, Array]]:
+        pcr_key, slot_key = jax.random.split(key)
+        full = jax.random.bernoulli(pcr_key, cfg.full_search_prob, (length,))
+        keys = jax.random.split(slot_key, (length, batch))
+        states, move_number, chunk = rollout(params, carry.states, carry.move_number, full, keys)
+        examples, pending, counts = targets.resolve(
+            carry.pending, chunk, cfg.value_target, cfg.value_mix
+        )
+        moves = _moves_played(carry.move_number, chunk.terminated)
+        finished = chunk.terminated.sum()
+        positions = length * batch
+        metrics = {
+            "games_finished": finished,
+            "mean_game_length": jnp.where(chunk.terminated, moves, 0).sum()
+            / jnp.maximum(finished, 1),
+            "full_search_fraction": chunk.policy_mask[:, 0].mean(),
+            "target_fraction": counts["emitted"] / positions,
+            "policy_target_fraction": examples.policy_mask.sum() / positions,
+            "pending_positions": counts["pending"],
+            "dropped_positions": counts["dropped"],
+        }
+        return Carry(states, move_number, pending), examples, metrics
+
+    return init_fn, chunk_fn
