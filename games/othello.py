@@ -1,0 +1,278 @@
+"""Othello (Reversi) on an 8x8 board, or 6x6 with `size=6`, on bitboards.
+
+Action: cell = row * size + col with row 0 at the top (as OpenSpiel prints the board);
+pass = size * size. Player 0 is Black and moves first from the standard start. Pass is the only
+legal action exactly when the mover cannot place a disc and the opponent can; the game ends as
+soon as neither player can place (a double pass is never played). Result by disc count.
+Notation: column letter and row number from the top (`d3`), or `pass`.
+
+Bitboards. JAX runs without 64-bit integers here, so a board is two uint32 words with the rows
+interleaved: word 0 holds the even rows and word 1 the odd rows, 8 bits per row, so cell
+(r, c) is bit (r // 2) * 8 + c of word r % 2. One step north or south then just swaps the words
+(plus an 8-bit shift on one of them), and every one-step shift in any of the 8 directions costs at
+most two word shifts with no carry between the words. A 6x6 board lives in the top-left corner of
+the same 8x8 layout. Legal moves and flips are the classic shift-and-mask fills in the 8
+directions, unrolled: Kogge-Stone occluded fills for the move generator and the flips. Discs on the
+edge columns are removed from the fill's propagator for every direction with a horizontal
+component, which keeps lines from wrapping from one row to another.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax import lax
+
+from games.core import Array, Game, Symmetry, grid_symmetries, letters, render_grid
+
+Bits = tuple[Array, Array]  # (word 0: even rows, word 1: odd rows), uint32 each
+
+_SIZES = (6, 8)
+# (row step, column step) of the 8 directions.
+_DIRECTIONS = ((0, 1), (0, -1), (1, 0), (-1, 0), (1, 1), (1, -1), (-1, 1), (-1, -1))
+# Every cell but the two edge columns (0 and 7) of each of the four rows in a word.
+_INNER_COLUMNS = 0x7E7E7E7E
+
+
+def _cell_word_and_bit(row: int, col: int) -> tuple[int, int]:
+    return row % 2, (row // 2) * 8 + col
+
+
+def _shift_word(word: Array, amount: int) -> Array:
+    """Shift a uint32 word toward higher bits (amount > 0) or lower bits (amount < 0)."""
+    if amount > 0:
+        return word << amount
+    if amount < 0:
+        return word >> -amount
+    return word
+
+
+def _shift(bits: Bits, rows: int, cols: int) -> Bits:
+    """Move every disc `rows` down and `cols` right; discs leaving the 64 cells drop off.
+
+    A disc may wrap from one row to another when `cols` != 0; callers mask the edge columns.
+    """
+    even, odd = bits
+    if rows % 2 == 0:
+        amount = (rows // 2) * 8 + cols
+        return _shift_word(even, amount), _shift_word(odd, amount)
+    # An odd row step moves even rows into the odd word and odd rows into the even word.
+    new_odd = _shift_word(even, ((rows - 1) // 2) * 8 + cols)
+    new_even = _shift_word(odd, ((rows + 1) // 2) * 8 + cols)
+    return new_even, new_odd
+
+
+def _and(a: Bits, b: Bits) -> Bits:
+    return a[0] & b[0], a[1] & b[1]
+
+
+def _or(a: Bits, b: Bits) -> Bits:
+    return a[0] | b[0], a[1] | b[1]
+
+
+def _propagator(theirs: Bits, cols: int) -> Bits:
+    """The opponent discs a line in a direction with column step `cols` may run through."""
+    if cols == 0:
+        return theirs
+    mask = jnp.uint32(_INNER_COLUMNS)
+    return theirs[0] & mask, theirs[1] & mask
+
+
+def _run(start: Bits, prop: Bits, rows: int, cols: int) -> Bits:
+    """Kogge-Stone occluded fill: `start` plus the propagator squares reachable from it in a
+    straight unbroken line in direction (rows, cols). Reaches 7 steps, a whole board line."""
+    gen = _or(start, _and(prop, _shift(start, rows, cols)))
+    prop = _and(prop, _shift(prop, rows, cols))
+    gen = _or(gen, _and(prop, _shift(gen, 2 * rows, 2 * cols)))
+    prop = _and(prop, _shift(prop, 2 * rows, 2 * cols))
+    return _or(gen, _and(prop, _shift(gen, 4 * rows, 4 * cols)))
+
+
+def _moves(mine: Bits, theirs: Bits, empty: Bits) -> Bits:
+    """Empty cells where a disc of `mine` would flip at least one disc of `theirs`."""
+    moves = (jnp.uint32(0), jnp.uint32(0))
+    for rows, cols in _DIRECTIONS:
+        prop = _propagator(theirs, cols)
+        run = _and(_run(mine, prop, rows, cols), prop)  # their discs in line behind mine
+        moves = _or(moves, _and(_shift(run, rows, cols), empty))
+    return moves
+
+
+def _flips(move: Bits, mine: Bits, theirs: Bits) -> Bits:
+    """The discs of `theirs` flipped by placing `move` (a single bit, or none)."""
+    flips = (jnp.uint32(0), jnp.uint32(0))
+    for rows, cols in _DIRECTIONS:
+        prop = _propagator(theirs, cols)
+        run = _and(_run(move, prop, rows, cols), prop)  # their discs in line from the move
+        end = _and(_shift(run, rows, cols), mine)  # closed by one of mine
+        closed = (end[0] | end[1]) != 0
+        flips = _or(flips, (jnp.where(closed, run[0], 0), jnp.where(closed, run[1], 0)))
+    return flips
+
+
+def _count(bits: Bits) -> Array:
+    return (lax.population_count(bits[0]) + lax.population_count(bits[1])).astype(jnp.int32)
+
+
+def _any(bits: Bits) -> Array:
+    return (bits[0] | bits[1]) != 0
+
+
+@struct.dataclass
+class State:
+    current_player: Array  # int32
+    legal_action_mask: Array  # bool[size * size + 1]; the last action is pass
+    terminated: Array  # bool
+    rewards: Array  # float32[2]
+    discs: Array  # uint32[2, 2]: discs[player, word], player 0 Black; see the module docstring
+
+
+class Othello(Game):
+    name = "othello"
+
+    def __init__(self, size: int = 8) -> None:
+        if size not in _SIZES:
+            raise ValueError(f"Othello size must be 6 or 8, got {size!r}")
+        self.size = size
+        cells = size * size
+        self.pass_action = cells
+        self.num_actions = cells + 1
+        self.observation_shape = (size, size, 2)
+        # Every placement adds a disc, so there are at most cells - 4 of them. A pass leaves the
+        # opponent able to place, and placing is then their only legal kind of move, so every
+        # pass is directly followed by a placement; the first move (Black can place at the start)
+        # follows none. Hence passes <= placements - 1 and a game has at most 2 * (cells - 4) - 1
+        # moves.
+        self.max_game_length = 2 * (cells - 4) - 1
+        word_bit = [_cell_word_and_bit(r, c) for r in range(size) for c in range(size)]
+        self._cell_word = np.array([w for w, _ in word_bit], np.int32)
+        self._cell_bit = np.array([b for _, b in word_bit], np.uint32)
+        region = [0, 0]
+        for w, b in word_bit:
+            region[w] |= 1 << b
+        self._region = tuple(region)
+
+    # -- rules ------------------------------------------------------------------------------
+
+    def _start_discs(self) -> np.ndarray:
+        """uint32[2, 2] discs of the standard start (White on the top-left centre cell)."""
+        discs = np.zeros((2, 2), np.uint32)
+        h = self.size // 2
+        for row, col, player in ((h - 1, h - 1, 1), (h - 1, h, 0), (h, h - 1, 0), (h, h, 1)):
+            word, bit = _cell_word_and_bit(row, col)
+            discs[player, word] |= np.uint32(1 << bit)
+        return discs
+
+    def init(self, key: Array) -> State:
+        del key
+        discs = jnp.asarray(self._start_discs())
+        black, white = (discs[0, 0], discs[0, 1]), (discs[1, 0], discs[1, 1])
+        return self._position(jnp.int32(0), black, white)
+
+    def _position(self, mover: Array, mine: Bits, theirs: Bits) -> State:
+        """The state with `mover` (owning `mine`) to play, applying the pass and end rules."""
+        region = (jnp.uint32(self._region[0]), jnp.uint32(self._region[1]))
+        empty = _and((~(mine[0] | theirs[0]), ~(mine[1] | theirs[1])), region)
+
+        # The placements of both players, one per iteration of a two-step scan. The loop makes
+        # XLA keep every word it outputs in memory; otherwise it fuses the whole bit twiddling
+        # into each consumer and recomputes it for every element of the [65] mask.
+        def placements(_: None, sides: Array) -> tuple[None, Array]:
+            a, b = (sides[0], sides[1]), (sides[2], sides[3])
+            return None, jnp.stack([*a, *_moves(a, b, empty)])
+
+        sides = jnp.stack([jnp.stack([*mine, *theirs]), jnp.stack([*theirs, *mine])])
+        _, out = lax.scan(placements, None, sides)  # [2, 4]: (discs, placements) per side
+        mine, theirs = (out[0, 0], out[0, 1]), (out[1, 0], out[1, 1])
+        moves, other_moves = (out[0, 2], out[0, 3]), (out[1, 2], out[1, 3])
+        can_place, other_can_place = _any(moves), _any(other_moves)
+        must_pass = ~can_place & other_can_place
+        terminated = ~can_place & ~other_can_place
+        mask = jnp.concatenate([self._cells(moves), must_pass[None]])
+        diff = _count(mine) - _count(theirs)  # from the mover's view
+        mover_reward = jnp.where(terminated, jnp.sign(diff), 0).astype(jnp.float32)
+        rewards = jnp.where(jnp.arange(2) == mover, mover_reward, -mover_reward)
+        black_first = mover == 0
+        discs = jnp.where(black_first, out[:, :2], out[::-1, :2])
+        return State(
+            current_player=mover,
+            legal_action_mask=mask,
+            terminated=terminated,
+            rewards=rewards,
+            discs=discs,
+        )
+
+    def _apply(self, state: State, action: Array) -> State:
+        player = state.current_player
+        mine_w = jnp.where(player == 0, state.discs[0], state.discs[1])
+        theirs_w = jnp.where(player == 0, state.discs[1], state.discs[0])
+        mine, theirs = (mine_w[0], mine_w[1]), (theirs_w[0], theirs_w[1])
+        # The placed disc as a bitboard; none for pass.
+        row, col = action // self.size, action % self.size
+        one = jnp.where(action < self.pass_action, jnp.uint32(1), jnp.uint32(0))
+        bit = one << ((row // 2) * 8 + col).astype(jnp.uint32)
+        zero = jnp.uint32(0)
+        odd = (row % 2) == 1
+        move = (jnp.where(odd, zero, bit), jnp.where(odd, bit, zero))
+        flips = _flips(move, mine, theirs)
+        mine = _or(_or(mine, move), flips)
+        theirs = (theirs[0] & ~flips[0], theirs[1] & ~flips[1])
+        # Alternation is strict: the opponent either places, passes, or the game is over.
+        return self._position(1 - player, theirs, mine)
+
+    def _cells(self, bits: Bits) -> Array:
+        """bool[size * size] in action order from a bitboard."""
+        words = jnp.where(jnp.asarray(self._cell_word) == 1, bits[1], bits[0])
+        return ((words >> jnp.asarray(self._cell_bit)) & 1).astype(jnp.bool_)
+
+    def observe(self, state: State) -> Array:
+        player = state.current_player
+        mine = jnp.where(player == 0, state.discs[0], state.discs[1])
+        theirs = jnp.where(player == 0, state.discs[1], state.discs[0])
+        planes = jnp.stack(
+            [self._cells((mine[0], mine[1])), self._cells((theirs[0], theirs[1]))], axis=-1
+        )
+        return planes.astype(jnp.float32).reshape(self.observation_shape)
+
+    # -- for people and tests ---------------------------------------------------------------
+
+    def board(self, state: State) -> np.ndarray:
+        discs = np.asarray(state.discs, np.uint32)
+        words = discs[:, self._cell_word]  # [2, cells]
+        owned = (words >> self._cell_bit) & 1
+        return (owned[0].astype(np.int32) - owned[1].astype(np.int32)).reshape(self.size, self.size)
+
+    def render(self, state: State) -> str:
+        return render_grid(
+            self.board(state),
+            {1: "x", -1: "o", 0: "."},
+            col_labels=letters(self.size),
+            row_labels=[str(r + 1) for r in range(self.size)],
+        )
+
+    @property
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        cells = self.size * self.size
+        return grid_symmetries(np.arange(cells).reshape(self.size, self.size), self.num_actions)
+
+    def _parse(self, text: str) -> int:
+        if text == "pass":
+            return self.pass_action
+        cols = letters(self.size)
+        rows = [str(r + 1) for r in range(self.size)]
+        if len(text) < 2 or text[0] not in cols or text[1:] not in rows:
+            raise ValueError(f"expected a cell a1-{cols[-1]}{self.size} or 'pass'")
+        return (int(text[1:]) - 1) * self.size + cols.index(text[0])
+
+    def format_action(self, action: int) -> str:
+        action = int(action)
+        if action == self.pass_action:
+            return "pass"
+        return f"{letters(self.size)[action % self.size]}{action // self.size + 1}"
+
+    def notation_help(self) -> str:
+        return (
+            f"A move is a column letter and a row number from the top (a1-"
+            f"{letters(self.size)[-1]}{self.size}), or 'pass' when no disc can be placed."
+        )
