@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -25,6 +25,14 @@ COLOURS: dict[str, tuple[str, str]] = {
     "othello": ("#1c1c1c", "#f4f4f4"),
     "dots_and_boxes": ("#d1495b", "#2e86ab"),
     "chain_reaction": ("#e63946", "#2a9d8f"),
+}
+# Player names that match the colours, as shown to people.
+PLAYERS: dict[str, tuple[str, str]] = {
+    "tictactoe": ("X", "O"),
+    "connect4": ("Red", "Yellow"),
+    "othello": ("Black", "White"),
+    "dots_and_boxes": ("Red", "Blue"),
+    "chain_reaction": ("Red", "Green"),
 }
 _INK = "#333333"
 _FAINT = "#9a9a9a"
@@ -304,55 +312,55 @@ def _othello(game, board, legal, last, cell) -> Picture:
 def _dots_and_boxes(game, board, legal, last, cell) -> Picture:
     rows, cols = (board.shape[0] - 1) // 2, (board.shape[1] - 1) // 2
     m = _margin(cell)
-    p0, p1 = COLOURS["dots_and_boxes"]
+    colours = COLOURS["dots_and_boxes"]
     tint = {1: "#f6d3d8", -1: "#cfe4ef"}
     shapes: list[Shape] = []
 
     def point(r: int, c: int) -> tuple[float, float]:
         return m + c * cell, m + r * cell
 
+    for c in range(cols + 1):  # dots are numbered from 1, as in the notation
+        shapes.append(Shape("text", (m + c * cell, m * 0.4, m * 0.45), _INK, text=str(c + 1)))
+    for r in range(rows + 1):
+        shapes.append(Shape("text", (m * 0.4, m + r * cell, m * 0.45), _INK, text=str(r + 1)))
     for r in range(rows):  # claimed boxes first, under the lines
         for c in range(cols):
             owner = int(np.sign(board[2 * r + 1, 2 * c + 1]))
             if owner:
                 x, y = point(r, c)
                 shapes.append(Shape("rect", (x, y, cell, cell), tint[owner]))
-                shapes.append(
-                    Shape(
-                        "text",
-                        (x + cell / 2, y + cell / 2, cell * 0.3),
-                        p0 if owner > 0 else p1,
-                        text="1" if owner > 0 else "2",
-                    )
-                )
+                colour = colours[0 if owner > 0 else 1]
+                shapes.append(Shape("circle", (x + cell / 2, y + cell / 2, cell * 0.16), colour))
     horizontal = (rows + 1) * cols
-    for kind, count, span in (("h", horizontal, (rows + 1, cols)), ("v", 0, (rows, cols + 1))):
-        for r in range(span[0]):
-            for c in range(span[1]):
-                if kind == "h":
-                    a, grid = r * cols + c, (2 * r, 2 * c + 1)
-                    (x1, y1), (x2, y2) = point(r, c), point(r, c + 1)
-                else:
-                    a, grid = count + horizontal + r * (cols + 1) + c, (2 * r + 1, 2 * c)
-                    (x1, y1), (x2, y2) = point(r, c), point(r + 1, c)
-                v = int(board[grid])
-                if v != 0:
-                    colour = _INK if a != last else "#e0a100"
-                    shapes.append(Shape("line", (x1, y1, x2, y2), None, colour, 5))
-                elif legal[a]:
-                    shapes.append(Shape("line", (x1, y1, x2, y2), None, "#e4e4e4", 3))
-                    pad = cell * 0.18
-                    box = (
-                        (x1 + pad, y1 - pad, cell - 2 * pad, 2 * pad)
-                        if kind == "h"
-                        else (x1 - pad, y1 + pad, 2 * pad, cell - 2 * pad)
-                    )
-                    shapes.append(Shape("rect", box, "transparent", action=a))
+    lines = [
+        (r * cols + c, (2 * r, 2 * c + 1), (r, c), (r, c + 1), "h")
+        for r in range(rows + 1)
+        for c in range(cols)
+    ]
+    lines += [
+        (horizontal + r * (cols + 1) + c, (2 * r + 1, 2 * c), (r, c), (r + 1, c), "v")
+        for r in range(rows)
+        for c in range(cols + 1)
+    ]
+    for a, grid, start, end, kind in lines:
+        (x1, y1), (x2, y2) = point(*start), point(*end)
+        if board[grid] != 0:
+            colour = "#e0a100" if a == last else _INK
+            shapes.append(Shape("line", (x1, y1, x2, y2), None, colour, 5))
+            continue
+        shapes.append(Shape("line", (x1, y1, x2, y2), None, "#e6e6e6", 3))
+        if legal[a]:
+            pad = cell * 0.18
+            box = (
+                (x1 + pad, y1 - pad, cell - 2 * pad, 2 * pad)
+                if kind == "h"
+                else (x1 - pad, y1 + pad, 2 * pad, cell - 2 * pad)
+            )
+            shapes.append(Shape("rect", box, "transparent", action=a))
     for r in range(rows + 1):
         for c in range(cols + 1):
-            x, y = point(r, c)
-            shapes.append(Shape("circle", (x, y, 5), _INK))
-    return Picture(cols * cell + 2 * m, rows * cell + 2 * m, "#ffffff", tuple(shapes))
+            shapes.append(Shape("circle", (*point(r, c), cell * 0.08), _INK))
+    return Picture(cols * cell + 1.5 * m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))
 
 
 # Orb centres (as fractions of a cell, about its centre) for 1, 2 and 3 orbs.
@@ -369,9 +377,9 @@ def _chain_reaction(game, board, legal, last, cell) -> Picture:
     p0, p1 = COLOURS["chain_reaction"]
     shapes = [Shape("rect", (m, m, cols * cell, rows * cell), "#1b1b2f")]
     for c in range(cols):
-        shapes.append(Shape("text", (m + (c + 0.5) * cell, m / 2, m * 0.5), _INK, text=str(c)))
+        shapes.append(Shape("text", (m + (c + 0.5) * cell, m / 2, m * 0.5), _INK, text=str(c + 1)))
     for r in range(rows):
-        shapes.append(Shape("text", (m / 2, m + (r + 0.5) * cell, m * 0.5), _INK, text=str(r)))
+        shapes.append(Shape("text", (m / 2, m + (r + 0.5) * cell, m * 0.5), _INK, text=str(r + 1)))
     for r in range(rows):
         for c in range(cols):
             a = r * cols + c
@@ -411,10 +419,3 @@ _DRAWERS: dict[str, Callable[..., Picture]] = {
     "dots_and_boxes": _dots_and_boxes,
     "chain_reaction": _chain_reaction,
 }
-
-
-def sequence_to_gif(pictures: Sequence[Picture], path: str, ms_per_frame: int = 700) -> None:
-    """Write pictures (same size) as an animated GIF that plays once and holds the last frame."""
-    images = [rasterise(p) for p in pictures]
-    durations = [ms_per_frame] * (len(images) - 1) + [ms_per_frame * 4]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=durations, loop=0)

@@ -185,7 +185,7 @@ _MARKS = {
     "tictactoe": (("X", "red"), ("O", "blue")),
     "connect4": (("X", "red"), ("O", "yellow")),
     "dots_and_boxes": (("X", "red"), ("O", "blue")),
-    "othello": (("X", "red"), ("O", "blue")),
+    "othello": (("x", "red"), ("o", "blue")),
     "chain_reaction": (("x", "red"), ("o", "blue")),
 }
 

@@ -45,14 +45,6 @@ SIZES: dict[str, dict[str, tuple[int, tuple[int, ...]]]] = {
     "dots_and_boxes": {"rows": (3, tuple(range(2, 7))), "cols": (3, tuple(range(2, 7)))},
     "chain_reaction": {"rows": (5, tuple(range(3, 10))), "cols": (5, tuple(range(3, 10)))},
 }
-# Each player's name on the page: (player 0, player 1).
-PLAYER_NAMES = {
-    "tictactoe": ("X", "O"),
-    "connect4": ("Red", "Yellow"),
-    "othello": ("Black", "White"),
-    "dots_and_boxes": ("Red", "Blue"),
-    "chain_reaction": ("Red", "Green"),
-}
 
 
 class ApiError(Exception):
@@ -211,7 +203,7 @@ def view(gid: str, entry: Game, first_new: int, evaluate: bool) -> dict[str, Any
         "kwargs": entry.kwargs,
         "opponent": session.opponent,
         "human": session.human,
-        "players": PLAYER_NAMES[game.name],
+        "players": svg.PLAYERS[game.name],
         "ply": len(session.plies),
         "to_move": None if session.over else int(state.current_player),
         "over": session.over,
@@ -274,7 +266,7 @@ def create_app(
                 "games": [
                     {
                         "name": name,
-                        "players": PLAYER_NAMES[name],
+                        "players": svg.PLAYERS[name],
                         "sizes": {k: {"default": d, "values": v} for k, (d, v) in sizes.items()},
                     }
                     for name, sizes in SIZES.items()

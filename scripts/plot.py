@@ -1,0 +1,147 @@
+"""Training curves: `python scripts/plot.py WORKDIR [--out FILE.png]`.
+
+Reads `WORKDIR/metrics.jsonl` (one JSON object per iteration) and draws every numeric field
+against the iteration, grouped into panels: losses, win rates and scores, Elo, throughput, and
+the rest; a closing record marked `"final": true` is drawn as stars.
+Writes `WORKDIR/metrics.png` unless `--out` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+from collections.abc import Callable, Sequence
+
+# Panel title -> a test on the last part of a field name ("eval/random/win_rate" -> "win_rate").
+PANELS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("Losses", lambda k: k.endswith("loss")),
+    ("Win rates and scores", lambda k: k.startswith("win_rate") or k == "score"),
+    ("Elo", lambda k: k.startswith("elo") or k.endswith("elo")),
+    ("Throughput", lambda k: "per_s" in k or k.endswith("throughput")),
+)
+X_KEYS = ("iteration", "step")
+
+
+def read_metrics(path: pathlib.Path) -> list[dict]:
+    """The JSON objects of a metrics.jsonl file; a truncated last line (a run killed while
+    writing) is ignored, any other bad line is an error naming it."""
+    rows = []
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number} is not JSON: {err}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+def numeric_series(rows: list[dict]) -> tuple[str, list[float], dict[str, list[float]]]:
+    """(x name, x values, {field: values with NaN where missing}) over every numeric field."""
+    x_key = next((k for k in X_KEYS if any(k in r for r in rows)), None)
+    xs = [float(r.get(x_key, i)) if x_key else float(i) for i, r in enumerate(rows)]
+    fields: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric and key != x_key and key not in fields:
+                fields.append(key)
+    series = {
+        k: [
+            float(r[k])
+            if isinstance(r.get(k), int | float) and not isinstance(r.get(k), bool)
+            else math.nan
+            for r in rows
+        ]
+        for k in fields
+    }
+    return x_key or "row", xs, series
+
+
+def panels(series: dict[str, list[float]]) -> list[tuple[str, list[str]]]:
+    """Fields grouped into titled panels. Fields no named panel claims share a panel with the
+    fields of the same prefix ("replay/...") and the same order of magnitude."""
+    groups: dict[str, list[str]] = {title: [] for title, _ in PANELS}
+    for name, values in series.items():
+        leaf = name.lower().rsplit("/", 1)[-1]
+        title = next((t for t, claims in PANELS if claims(leaf)), None)
+        if title is None:
+            prefix = name.rsplit("/", 1)[0] if "/" in name else "other"
+            peak = max((abs(v) for v in values if v == v), default=0.0)
+            title = f"{prefix} (~1e{math.floor(math.log10(peak)) if peak > 0 else 0})"
+        groups.setdefault(title, []).append(name)
+    return [(t, names) for t, names in groups.items() if names]
+
+
+def plot(workdir: str, out: str | None = None) -> pathlib.Path:
+    """Draw the curves of `workdir` into a PNG; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = pathlib.Path(workdir) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no metrics.jsonl in {workdir} (expected {path})")
+    rows = read_metrics(path)
+    finals = [r for r in rows if r.get("final") is True]  # a run's closing evaluation
+    rows = [r for r in rows if r.get("final") is not True]
+    if not rows:
+        raise ValueError(f"{path} holds no metrics yet")
+    x_key, xs, series = numeric_series(rows)
+    groups = panels(series)
+    if not groups:
+        raise ValueError(f"{path} has no numeric fields to plot")
+    cols = min(len(groups), 3)
+    nrows = math.ceil(len(groups) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.6 * nrows), squeeze=False)
+    for ax, (title, names) in zip(axes.flat, groups, strict=False):
+        for name in names:
+            line = ax.plot(xs, series[name], marker="o" if len(xs) < 30 else None, ms=3)[0]
+            line.set_label(name)
+            done = [(r.get(x_key, xs[-1]), r[name]) for r in finals if name in r]
+            if done:
+                ax.plot(
+                    *zip(*done, strict=True),
+                    "*",
+                    ms=11,
+                    color=line.get_color(),
+                    label=f"{name} (final)",
+                )
+        ax.set_title(title)
+        ax.set_xlabel(x_key)
+        ax.grid(alpha=0.3)
+        if title == "Losses" and all(v > 0 for n in names for v in series[n] if v == v):
+            ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(groups) :]:
+        ax.axis("off")
+    fig.suptitle(f"{pathlib.Path(workdir).resolve().name}: {len(rows)} iterations")
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    target = pathlib.Path(out) if out else pathlib.Path(workdir) / "metrics.png"
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", help="a run folder holding metrics.jsonl")
+    parser.add_argument("--out", help="the PNG to write (WORKDIR/metrics.png)")
+    args = parser.parse_args(argv)
+    try:
+        print(plot(args.workdir, args.out))
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+
+
+if __name__ == "__main__":
+    main()

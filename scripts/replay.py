@@ -1,0 +1,146 @@
+"""A finished game as an animated GIF or a sequence of SVG pictures.
+
+    python scripts/replay.py --game tictactoe --moves "5 1 9 3 2 8 7" --out game.gif
+    python scripts/replay.py --record game.json --out frames/        # from azjax-play --save
+    python scripts/replay.py --game chain_reaction --agents greedy random --out cr.gif
+
+Moves are given in the game's notation, separated by spaces, or by `;` when a move itself has
+spaces (Dots and Boxes: "h 1 1; v 1 1"). With `--agents A B`, the two agents play a game (A
+first). Chain Reaction moves show each explosion level as its own frame. An output ending in
+`.gif` is an animated GIF; anything else is a folder of numbered SVG files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+import games
+from games import svg
+
+CAPTION = 34.0  # pixels under the board for the move caption
+
+
+def split_moves(text: str) -> list[str]:
+    """Moves separated by `;` when any is, else by whitespace."""
+    parts = text.split(";") if ";" in text else text.split()
+    return [p.strip() for p in parts if p.strip()]
+
+
+def agent_game(game: games.Game, specs: Sequence[str], seed: int) -> list[int]:
+    """The actions of one game between two agents (specs[0] moves first)."""
+    from azjax.cli.play import compiled_agent
+
+    agents = [compiled_agent(game, spec) for spec in specs]
+    key, init_key = jax.random.split(jax.random.key(seed))
+    state, actions = game.init(init_key), []
+    while not bool(state.terminated):
+        key, sub = jax.random.split(key)
+        action = agents[int(state.current_player)](state, sub)
+        state = game.checked_step(state, action)
+        actions.append(action)
+    return actions
+
+
+def captioned(pic: svg.Picture, text: str) -> svg.Picture:
+    """The picture with a line of text under it."""
+    label = svg.Shape("text", (pic.width / 2, pic.height + CAPTION / 2, 16), "#333333", text=text)
+    return dataclasses.replace(pic, height=pic.height + CAPTION, shapes=(*pic.shapes, label))
+
+
+def frames(
+    game: games.Game, actions: Sequence[int], names: Sequence[str], cell: float
+) -> list[tuple[svg.Picture, bool]]:
+    """(picture, is_final_position_of_a_move) for the start and every move of the game."""
+    state = game.init(jax.random.key(0))
+    out = [(captioned(svg.picture(game, state, cell=cell), "start"), True)]
+    for i, action in enumerate(actions):
+        mover = names[int(state.current_player)]
+        text = f"{i + 1}. {mover} {game.format_action(action)}"
+        if hasattr(game, "chain_levels"):
+            for board in game.chain_levels(state, action)[:-1]:
+                pic = svg.picture(game, board=board, last_action=action, cell=cell)
+                out.append((captioned(pic, text), False))
+        state = game.checked_step(state, action)
+        if bool(state.terminated):
+            reward = float(state.rewards[0])
+            text += f" - {names[0] if reward > 0 else names[1]} wins" if reward else " - draw"
+        pic = svg.picture(game, board=game.board(state), last_action=action, cell=cell)
+        out.append((captioned(pic, text), True))
+    return out
+
+
+def write_gif(pictures: Sequence[tuple[svg.Picture, bool]], path: pathlib.Path, ms: int) -> None:
+    """An animated GIF: `ms` per move, a third of it per explosion level, the end held."""
+    images = [svg.rasterise(p) for p, _ in pictures]
+    durations = [ms if final else max(ms // 3, 60) for _, final in pictures]
+    durations[-1] = ms * 4
+    images[0].save(path, save_all=True, append_images=images[1:], duration=durations, loop=0)
+
+
+def write_svgs(pictures: Sequence[tuple[svg.Picture, bool]], folder: pathlib.Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    width = len(str(len(pictures)))
+    for i, (pic, _) in enumerate(pictures):
+        (folder / f"frame_{i:0{width}d}.svg").write_text(svg.svg_text(pic))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", choices=games.names())
+    parser.add_argument("--rows", type=int)
+    parser.add_argument("--cols", type=int)
+    parser.add_argument("--size", type=int)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--moves", help="the moves in the game's notation")
+    source.add_argument("--record", help="a game saved by azjax-play --save")
+    source.add_argument("--agents", nargs=2, metavar=("FIRST", "SECOND"), help="agent specs")
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed for --agents")
+    parser.add_argument("--out", required=True, help="NAME.gif, or a folder for SVG frames")
+    parser.add_argument("--ms", type=int, default=700, help="milliseconds per move in a GIF")
+    parser.add_argument("--cell", type=float, default=64.0, help="pixels per board cell")
+    args = parser.parse_args(argv)
+
+    kwargs: dict[str, Any] = {
+        k: getattr(args, k) for k in ("rows", "cols", "size") if getattr(args, k) is not None
+    }
+    name = args.game
+    if args.record:
+        record = json.loads(pathlib.Path(args.record).read_text())
+        name, kwargs = record["game"], {**record.get("kwargs", {}), **kwargs}
+    if name is None:
+        parser.error("--game is needed with --moves and --agents")
+    try:
+        game = games.make(name, **kwargs)
+        if args.agents:
+            actions = agent_game(game, args.agents, args.seed)
+        else:
+            texts = record["moves"] if args.record else split_moves(args.moves)
+            actions, state = [], game.init(jax.random.key(0))
+            for i, text in enumerate(texts):
+                try:
+                    action = game.parse_action(text, state)
+                except games.IllegalMoveError as err:
+                    raise ValueError(f"move {i + 1}: {err}") from None
+                state = game.checked_step(state, action)
+                actions.append(action)
+    except ValueError as err:
+        parser.error(str(err))
+    pictures = frames(game, actions, svg.PLAYERS[game.name], args.cell)
+    out = pathlib.Path(args.out)
+    if out.suffix.lower() == ".gif":
+        write_gif(pictures, out, args.ms)
+    else:
+        write_svgs(pictures, out)
+    print(f"{len(actions)} moves, {len(pictures)} frames -> {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
