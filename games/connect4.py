@@ -1,13 +1,14 @@
 """Connect Four on 6 rows x 7 columns. Action: the column 0..6; notation 1-7.
 
-The position is two bitboards, each split over two uint32 words so that no 64-bit integers
-are needed: columns 0-3 live in word 0 and columns 4-6 in word 1, seven bits per column
-(six cells from the bottom up, then an always-empty guard bit), so the disc at height `h`
-(0 = bottom) of column `c` is bit `7 * (c % 4) + h` of word `c // 4`. Read as one number
-`word0 + word1 * 2**28`, this is the classic Connect Four bitboard: a line of four in the
-direction with bit stride `s` (1 vertical, 7 horizontal, 6 and 8 diagonal) exists iff
-`m & (m >> 2s)` is nonzero where `m = x & (x >> s)`; the guard bits stop lines wrapping
-across columns. A step is a few dozen elementwise integer ops and no gathers.
+The position is two bitboards (the mover's discs and all discs), each split over two uint32
+words so that no 64-bit integers are needed: word `lo` holds columns 0-3 and word `hi`
+columns 4-6, seven bits per column (six cells from the bottom up, then an always-empty guard
+bit), so the disc at height `h` (0 = bottom) of column `c` is bit `7 * (c % 4) + h` of its
+word. Read as one number `lo + hi * 2**28`, this is the classic Connect Four bitboard: a
+line of four in the direction with bit stride `s` (1 vertical, 7 horizontal, 6 and 8
+diagonal) exists iff `m & (m >> 2s)` is nonzero where `m = x & (x >> s)`; the guard bits
+stop lines wrapping across columns. A step is a few dozen elementwise integer ops and no
+gathers.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ class State:
     legal_action_mask: Array  # bool[7]
     terminated: Array  # bool
     rewards: Array  # float32[2]
-    mine: Array  # uint32[2]: bitboard of the player to move
-    occupied: Array  # uint32[2]: bitboard of every disc
+    # Bitboards as separate uint32 words (word 0: columns 0-3, word 1: columns 4-6); scalar
+    # fields keep every batched word contiguous in memory.
+    mine_lo: Array  # discs of the player to move
+    mine_hi: Array
+    occupied_lo: Array  # every disc
+    occupied_hi: Array
 
 
 def _shift_right(lo: Array, hi: Array, s: int) -> tuple[Array, Array]:
@@ -51,20 +56,20 @@ def _shift_right(lo: Array, hi: Array, s: int) -> tuple[Array, Array]:
 def _has_four(lo: Array, hi: Array) -> Array:
     """Whether the bitboard holds four in a row in any direction."""
     # Vertical lines never leave a column, so each word is checked on its own.
-    found = (lo & (lo >> 1)) & ((lo & (lo >> 1)) >> 2)
-    found |= (hi & (hi >> 1)) & ((hi & (hi >> 1)) >> 2)
+    found = [(w & (w >> 1)) & ((w & (w >> 1)) >> 2) for w in (lo, hi)]
     for s in (_STRIDE - 1, _STRIDE, _STRIDE + 1):
         slo, shi = _shift_right(lo, hi, s)
         mlo, mhi = lo & slo, hi & shi
         slo, shi = _shift_right(mlo, mhi, 2 * s)
-        found |= (mlo & slo) | (mhi & shi)
-    return found != 0
+        found += [mlo & slo, mhi & shi]
+    # A reduction (rather than a chain of ors) makes XLA compute this once per step instead
+    # of once per State field that depends on it.
+    return jnp.any(jnp.stack(found) != 0)
 
 
-def _legal(occupied: Array) -> Array:
-    """bool[7]: the columns whose top cell is empty."""
-    words = occupied[_COL_WORD]
-    return (words >> _COL_TOP.astype(np.uint32)) & 1 == 0
+def _bits(lo: Array, hi: Array, word: np.ndarray, bit: np.ndarray) -> Array:
+    """The bits at positions `bit` of words `word` (0: lo, 1: hi), shaped like `bit`."""
+    return (jnp.where(word == 0, lo, hi) >> bit.astype(np.uint32)) & 1
 
 
 class Connect4(Game):
@@ -77,27 +82,30 @@ class Connect4(Game):
 
     def init(self, key: Array) -> State:
         del key
+        empty = jnp.uint32(0)
         return State(
             current_player=jnp.int32(0),
             legal_action_mask=jnp.ones(COLS, jnp.bool_),
             terminated=jnp.bool_(False),
             rewards=jnp.zeros(2, jnp.float32),
-            mine=jnp.zeros(2, jnp.uint32),
-            occupied=jnp.zeros(2, jnp.uint32),
+            mine_lo=empty,
+            mine_hi=empty,
+            occupied_lo=empty,
+            occupied_hi=empty,
         )
 
     def _apply(self, state: State, action: Array) -> State:
         # Adding the column's bottom bit to the occupied bits carries up to the lowest empty cell.
         in_hi = action >= _LO_COLS
-        bottom = jnp.uint32(1) << (_STRIDE * jnp.where(in_hi, action - _LO_COLS, action)).astype(
-            jnp.uint32
-        )
-        add = jnp.where(jnp.arange(2) == in_hi.astype(jnp.int32), bottom, jnp.uint32(0))
-        disc = (state.occupied + add) & ~state.occupied
-        mine = state.mine | disc
-        occupied = state.occupied | disc
-        won = _has_four(mine[0], mine[1])
-        legal = _legal(occupied)
+        shift = (_STRIDE * jnp.where(in_hi, action - _LO_COLS, action)).astype(jnp.uint32)
+        bottom = jnp.uint32(1) << shift
+        zero = jnp.uint32(0)
+        disc_lo = (state.occupied_lo + jnp.where(in_hi, zero, bottom)) & ~state.occupied_lo
+        disc_hi = (state.occupied_hi + jnp.where(in_hi, bottom, zero)) & ~state.occupied_hi
+        mine_lo, mine_hi = state.mine_lo | disc_lo, state.mine_hi | disc_hi
+        occupied_lo, occupied_hi = state.occupied_lo | disc_lo, state.occupied_hi | disc_hi
+        won = _has_four(mine_lo, mine_hi)
+        legal = _bits(occupied_lo, occupied_hi, _COL_WORD, _COL_TOP) == 0
         terminated = won | ~legal.any()
         mover_reward = jnp.where(won, 1.0, 0.0)
         rewards = jnp.where(jnp.arange(2) == state.current_player, mover_reward, -mover_reward)
@@ -106,21 +114,23 @@ class Connect4(Game):
             legal_action_mask=legal & ~terminated,
             terminated=terminated,
             rewards=rewards.astype(jnp.float32),
-            mine=occupied ^ mine,  # the next mover's discs
-            occupied=occupied,
+            mine_lo=occupied_lo ^ mine_lo,  # the next mover's discs
+            mine_hi=occupied_hi ^ mine_hi,
+            occupied_lo=occupied_lo,
+            occupied_hi=occupied_hi,
         )
 
     def observe(self, state: State) -> Array:
-        mine = (state.mine[_CELL_WORD] >> _CELL_BIT.astype(np.uint32)) & 1
-        theirs = ((state.occupied ^ state.mine)[_CELL_WORD] >> _CELL_BIT.astype(np.uint32)) & 1
-        return jnp.stack([mine, theirs], axis=-1).astype(jnp.float32)
+        mine = _bits(state.mine_lo, state.mine_hi, _CELL_WORD, _CELL_BIT)
+        occupied = _bits(state.occupied_lo, state.occupied_hi, _CELL_WORD, _CELL_BIT)
+        return jnp.stack([mine, occupied ^ mine], axis=-1).astype(jnp.float32)
 
     def board(self, state: State) -> Array:
-        mine = np.asarray(state.mine, np.uint32)[_CELL_WORD] >> _CELL_BIT.astype(np.uint32) & 1
-        occupied = np.asarray(state.occupied, np.uint32)
-        theirs = occupied[_CELL_WORD] >> _CELL_BIT.astype(np.uint32) & 1 & ~mine
+        mine = np.asarray(_bits(state.mine_lo, state.mine_hi, _CELL_WORD, _CELL_BIT), np.int32)
+        occupied = _bits(state.occupied_lo, state.occupied_hi, _CELL_WORD, _CELL_BIT)
+        theirs = np.asarray(occupied, np.int32) - mine
         sign = 1 if int(state.current_player) == 0 else -1
-        return (sign * (mine.astype(np.int32) - theirs.astype(np.int32))).astype(np.int32)
+        return sign * (mine - theirs)
 
     def render(self, state: State) -> str:
         labels = [str(c + 1) for c in range(COLS)]
