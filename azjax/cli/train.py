@@ -1,0 +1,89 @@
+"""`azjax-train --config configs/X.yaml --workdir runs/X [dotted.key=value ...]`.
+
+Trains (or resumes) the run in `--workdir`, with a progress bar, `metrics.jsonl`, TensorBoard
+files and a final summary. Multi-host clusters are joined automatically (see azjax.parallel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="azjax-train",
+        description="Train an AlphaZero agent; resumes from the newest checkpoint in --workdir.",
+    )
+    parser.add_argument("--config", required=True, help="YAML file, e.g. configs/connect4.yaml")
+    parser.add_argument("--workdir", required=True, help="run directory (checkpoints, metrics)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="dotted overrides, e.g. search.num_simulations=64 train.iterations=10",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from azjax.config import ConfigError, load_config
+
+    try:  # configuration errors stop the run before JAX touches a device
+        config = load_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"azjax-train: configuration error: {err}", file=sys.stderr)
+        return 2
+
+    import jax
+
+    from azjax import parallel
+
+    jax.config.update("jax_compilation_cache_dir", os.environ.get("AZJAX_JAX_CACHE", ".jax_cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    parallel.initialize_distributed()
+
+    from azjax.checkpoint import CheckpointError
+    from azjax.train import train_and_evaluate
+
+    devices = jax.devices()
+    if jax.process_index() == 0:
+        print(
+            f"azjax-train: {config.game.name} on {len(devices)} {devices[0].platform} device(s) "
+            f"({jax.process_count()} process(es)), workdir {args.workdir}",
+            flush=True,
+        )
+    start = time.perf_counter()
+    try:
+        final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
+    except (CheckpointError, ValueError) as err:
+        print(f"azjax-train: {err}", file=sys.stderr)
+        return 1
+    if jax.process_index() == 0:
+        print(summary(final, time.perf_counter() - start, args.workdir))
+    return 0
+
+
+def summary(final: dict, seconds: float, workdir: str) -> str:
+    """The closing report of a run."""
+    lines = [f"done: {final.get('iteration', 0)} iterations in {seconds / 60:.1f} min"]
+    if "train/loss" in final:
+        lines.append(
+            f"  last loss {final['train/loss']:.4f} (policy {final['train/policy_loss']:.4f}, "
+            f"value {final['train/value_loss']:.4f})"
+        )
+    for key, value in final.items():
+        if key.startswith("eval/") and key.endswith("/win_rate"):
+            name = key.split("/")[1]
+            w, d, lo = (final[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
+            lines.append(f"  vs {name}: {value:.1%} won ({w}W {d}D {lo}L)")
+    lines.append(f"  checkpoint: {workdir}/checkpoints (load with agents.make('search:{workdir}'))")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Run configuration: YAML files in `configs/` loaded into a tree of typed dataclasses.
+
+    config = load_config("configs/connect4.yaml", ["search.num_simulations=64"])
+
+A YAML file may name a `base` file (relative to itself) whose values it overrides, so the
+accelerator variants only list what they change. Overrides use dotted keys and YAML values
+(`eval.opponents=[random,greedy]`, `game.kwargs.rows=6`). Unknown keys, values of the wrong
+type and impossible values raise `ConfigError` naming the key, before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+import games
+from azjax.network import NetworkConfig
+from azjax.search import SearchConfig
+from azjax.selfplay import SelfPlayConfig
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run: the message names the offending key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GameConfig:
+    name: str = "tictactoe"
+    kwargs: dict = dataclasses.field(default_factory=dict)  # e.g. {rows: 5, cols: 5}
+
+    def make(self) -> games.Game:
+        return games.make(self.name, **self.kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    capacity: int = 100_000  # positions kept (a circular buffer)
+    min_size: int = 1_000  # positions stored before gradient steps start
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    optimizer: str = "adamw"  # "adamw" | "sgd" (with Nesterov momentum)
+    learning_rate: float = 1e-3  # peak, reached after the warm-up
+    warmup_steps: int = 100
+    final_lr_fraction: float = 0.1  # cosine decay to this fraction of the peak at the last step
+    momentum: float = 0.9  # sgd only
+    weight_decay: float = 0.0  # decoupled weight decay (adamw only)
+    l2: float = 1e-4  # L2 penalty on weights in the loss
+    value_weight: float = 1.0  # weight of the value MSE against the policy cross-entropy
+    max_grad_norm: float = 1.0  # global gradient-norm clip (0 disables)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    iterations: int = 100  # self-play chunk -> buffer -> steps_per_iteration gradient steps
+    steps_per_iteration: int = 16
+    batch_size: int = 256  # positions per gradient step (global, over all devices)
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    every: int = 10  # iterations between evaluations (0: only the final one)
+    num_games: int = 64  # games per opponent (colours alternate)
+    final_num_games: int = 200  # games per opponent in the evaluation after the last iteration
+    opponents: tuple[str, ...] = ("random", "greedy")  # agent specs (azjax.agents.make)
+    num_simulations: int = 0  # search simulations when evaluating (0: search.num_simulations)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+    every: int = 10  # iterations between checkpoints (the last iteration is always saved)
+    keep: int = 3  # newest checkpoints kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    game: GameConfig = dataclasses.field(default_factory=GameConfig)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
+    selfplay: SelfPlayConfig = dataclasses.field(default_factory=SelfPlayConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+
+
+# ----------------------------------------------------------------------------- dict <-> dataclass
+
+
+def config_to_dict(config: Any) -> dict:
+    """A plain, YAML/JSON-ready dict of a config dataclass (tuples become lists)."""
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, tuple | list):
+            return [plain(v) for v in value]
+        if isinstance(value, Mapping):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    return plain(config)
+
+
+def config_from_dict(data: Mapping[str, Any], cls: type = Config) -> Any:
+    """Build (and validate) a config dataclass from a nested dict; missing keys take defaults."""
+    config = _build(cls, data, "")
+    if cls is Config:
+        validate(config)
+    return config
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"unknown key {where}{unknown[0]}; known keys{' of ' + prefix if prefix else ''}: "
+            f"{', '.join(fields)}"
+        )
+    where = f"{prefix}." if prefix else ""
+    values = {name: _convert(hints[name], data[name], where + name) for name in data}
+    try:
+        return cls(**values)
+    except ValueError as err:  # the engine's configs check their own values
+        raise ConfigError(str(err)) from None
+
+
+def _convert(kind: Any, value: Any, key: str) -> Any:
+    if dataclasses.is_dataclass(kind):
+        return _build(kind, value, key)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(inner, value, key)
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if kind is float and isinstance(value, str):  # YAML 1.1 reads `1e-4` as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if kind in (int, str, bool) and type(value) is kind:
+        return value
+    if (kind is dict or origin is dict) and isinstance(value, Mapping):
+        return dict(value)
+    if origin is tuple and isinstance(value, Sequence) and not isinstance(value, str):
+        return tuple(_convert(args[0], v, f"{key}[{i}]") for i, v in enumerate(value))
+    name = getattr(kind, "__name__", str(kind))
+    raise ConfigError(f"{key}: expected {name}, got {value!r} ({type(value).__name__})")
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def validate(config: Config) -> None:
+    """Raise ConfigError naming the first impossible value (cheap: nothing is compiled)."""
+    if config.game.name not in games.names():
+        raise ConfigError(
+            f"game.name={config.game.name!r}: expected one of {', '.join(games.names())}"
+        )
+    try:
+        config.game.make()
+    except ValueError as err:
+        raise ConfigError(f"game.kwargs={config.game.kwargs}: {err}") from None
+    r, o, t, e, c = config.replay, config.optim, config.train, config.eval, config.checkpoint
+    checks = [
+        ("replay.capacity", r.capacity >= t.batch_size, "must be >= train.batch_size"),
+        ("replay.min_size", 1 <= r.min_size <= r.capacity, "must be in [1, replay.capacity]"),
+        ("optim.optimizer", o.optimizer in ("adamw", "sgd"), "must be adamw or sgd"),
+        ("optim.learning_rate", o.learning_rate > 0, "must be > 0"),
+        ("optim.warmup_steps", o.warmup_steps >= 0, "must be >= 0"),
+        ("optim.final_lr_fraction", 0 <= o.final_lr_fraction <= 1, "must be in [0, 1]"),
+        ("optim.momentum", 0 <= o.momentum < 1, "must be in [0, 1)"),
+        ("optim.weight_decay", o.weight_decay >= 0, "must be >= 0"),
+        ("optim.l2", o.l2 >= 0, "must be >= 0"),
+        ("optim.value_weight", o.value_weight >= 0, "must be >= 0"),
+        ("optim.max_grad_norm", o.max_grad_norm >= 0, "must be >= 0"),
+        ("train.iterations", t.iterations >= 1, "must be >= 1"),
+        ("train.steps_per_iteration", t.steps_per_iteration >= 1, "must be >= 1"),
+        ("train.batch_size", t.batch_size >= 1, "must be >= 1"),
+        ("eval.every", e.every >= 0, "must be >= 0"),
+        ("eval.num_games", e.num_games >= 2, "must be >= 2"),
+        ("eval.final_num_games", e.final_num_games >= 2, "must be >= 2"),
+        ("eval.num_simulations", e.num_simulations >= 0, "must be >= 0"),
+        ("checkpoint.every", c.every >= 1, "must be >= 1"),
+        ("checkpoint.keep", c.keep >= 1, "must be >= 1"),
+    ]
+    for key, ok, message in checks:
+        if not ok:
+            value = _lookup(config, key)
+            raise ConfigError(f"{key}={value!r}: {message}")
+    for i, spec in enumerate(e.opponents):
+        head = spec.split(":")[0]
+        if head not in ("random", "greedy", "alphabeta", "mcts", "policy", "search"):
+            raise ConfigError(
+                f"eval.opponents[{i}]={spec!r}: expected random, greedy, alphabeta:D, mcts:SIMS, "
+                "policy:WORKDIR or search:WORKDIR"
+            )
+
+
+def _lookup(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _read_yaml(path: pathlib.Path, seen: tuple[pathlib.Path, ...] = ()) -> dict:
+    if path in seen:
+        raise ConfigError(f"{path}: circular `base`")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as err:
+        raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    return _merge(_read_yaml((path.parent / base).resolve(), (*seen, path)), data)
+
+
+def _merge(base: dict, top: Mapping) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) and key != "kwargs":
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
+    """Apply `dotted.key=yaml_value` overrides to a nested dict (a new dict is returned)."""
+    data = _merge({}, data)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected dotted.key=value")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = data
+        parts = key.strip().split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {'.'.join(parts[: i + 1])} is not a section")
+            node[part] = dict(child)
+            node = node[part]
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(path: str | pathlib.Path, overrides: Sequence[str] = ()) -> Config:
+    """Load a YAML config (following `base`), apply dotted overrides, validate."""
+    data = apply_overrides(_read_yaml(pathlib.Path(path).resolve()), overrides)
+    return config_from_dict(data)
+
+
+def dump_config(config: Config) -> str:
+    """The config as YAML text."""
+    return yaml.safe_dump(config_to_dict(config), sort_keys=False)

@@ -1,0 +1,414 @@
+"""The training loop: `train_and_evaluate(config, workdir)`.
+
+One iteration is one jitted call, donating the whole training state:
+
+    self-play chunk (latest parameters) -> replay buffer -> K gradient steps on uniform,
+    symmetry-augmented batches (once the buffer holds `replay.min_size` positions)
+
+followed on the host by the periodic evaluation (the arena's `match` against baseline agents)
+and the periodic checkpoint. Metrics leave the device once per iteration. The same code runs
+on every device count: the state is placed on a one-axis mesh (games and batches split over
+devices, parameters replicated) and the compiler adds the gradient all-reduce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.sharding import Mesh
+
+from azjax import agents, arena, parallel
+from azjax.checkpoint import Checkpointer, CheckpointError
+from azjax.config import Config, OptimConfig, dump_config
+from azjax.network import init_params, make_network
+from azjax.replay import Batch, ReplayBuffer, make_sampler, replay_add, replay_init
+from azjax.search import network_evaluator
+from azjax.selfplay import make_selfplay
+from games.core import Game
+
+Array = jax.Array
+Params = Any
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a run needs to continue exactly where it stopped."""
+
+    params: Params
+    opt_state: Any
+    buffer: ReplayBuffer
+    carry: Any  # self-play games in flight
+    key: Array  # typed PRNG key of the next iteration
+    step: Array  # int32, gradient steps taken
+
+
+# ----------------------------------------------------------------------------- optimization
+
+
+def make_optimizer(config: OptimConfig, total_steps: int) -> optax.GradientTransformation:
+    """AdamW or SGD with Nesterov momentum; linear warm-up then cosine decay over `total_steps`."""
+    schedule = learning_rate_schedule(config, total_steps)
+    if config.optimizer == "adamw":
+        optimizer = optax.adamw(schedule, weight_decay=config.weight_decay)
+    else:
+        optimizer = optax.sgd(schedule, momentum=config.momentum, nesterov=True)
+    if config.max_grad_norm > 0:
+        optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
+    return optimizer
+
+
+def learning_rate_schedule(config: OptimConfig, total_steps: int) -> optax.Schedule:
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0,
+        peak_value=config.learning_rate,
+        warmup_steps=config.warmup_steps,
+        decay_steps=max(total_steps, config.warmup_steps + 1),
+        end_value=config.learning_rate * config.final_lr_fraction,
+    )
+
+
+def l2_penalty(params: Params) -> Array:
+    """Half the sum of squares of the weight matrices and kernels (biases and norms excluded)."""
+    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    kernels = [x for path, x in leaves if getattr(path[-1], "key", None) == "kernel"]
+    return 0.5 * sum(jnp.sum(jnp.square(x)) for x in kernels)
+
+
+def loss_fn(
+    network: Any, params: Params, batch: Batch, config: OptimConfig
+) -> tuple[Array, dict[str, Array]]:
+    """Policy cross-entropy (only where a full search gave the target) + value MSE + L2."""
+    logits, value = network.apply(params, batch.observation)
+    log_probs = jax.nn.log_softmax(logits)
+    cross_entropy = -jnp.sum(batch.policy * log_probs, axis=-1)
+    mask = batch.policy_mask.astype(jnp.float32)
+    policy_loss = jnp.sum(cross_entropy * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    target_entropy = -jnp.sum(
+        batch.policy * jnp.log(jnp.where(batch.policy > 0, batch.policy, 1)), -1
+    )
+    entropy = jnp.sum(target_entropy * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    value_loss = jnp.mean(jnp.square(value - batch.value))
+    l2 = l2_penalty(params)
+    loss = policy_loss + config.value_weight * value_loss + config.l2 * l2
+    metrics = {
+        "loss": loss,
+        "policy_loss": policy_loss,
+        "policy_kl": policy_loss - entropy,
+        "value_loss": value_loss,
+        "l2": l2,
+    }
+    return loss, metrics
+
+
+def make_train_step(network: Any, optimizer: optax.GradientTransformation, config: OptimConfig):
+    """`step(params, opt_state, batch) -> (params, opt_state, metrics)`, pure."""
+
+    def step(params: Params, opt_state: Any, batch: Batch):
+        grads, metrics = jax.grad(lambda p: loss_fn(network, p, batch, config), has_aux=True)(
+            params
+        )
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return params, opt_state, metrics
+
+    return step
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """The compiled pieces of one run (built by `make_trainer`)."""
+
+    game: Game
+    network: Any
+    config: Config
+    mesh: Mesh
+    init: Callable[[Array], TrainState]  # jitted, placed on the mesh
+    iterate: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates the state
+    shardings: TrainState
+    abstract: TrainState
+    schedule: optax.Schedule
+
+
+def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
+    """Build the jitted init and iteration functions of `config` on `mesh` (all devices)."""
+    mesh = parallel.make_mesh() if mesh is None else mesh
+    parallel.check_divisible(config.selfplay.batch_size, "selfplay.batch_size", mesh)
+    parallel.check_divisible(config.train.batch_size, "train.batch_size", mesh)
+    game = config.game.make()
+    network = make_network(game, config.network)
+    evaluate = network_evaluator(network)
+    selfplay_init, selfplay_chunk = make_selfplay(game, evaluate, config.search, config.selfplay)
+    total_steps = config.train.iterations * config.train.steps_per_iteration
+    optimizer = make_optimizer(config.optim, total_steps)
+    train_step = make_train_step(network, optimizer, config.optim)
+    sample = make_sampler(game, config.train.batch_size)
+    replicated, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
+
+    def init(key: Array) -> TrainState:
+        params_key, play_key, key = jax.random.split(key, 3)
+        params = init_params(network, game, params_key)
+        return TrainState(
+            params=params,
+            opt_state=optimizer.init(params),
+            buffer=replay_init(game, config.replay.capacity),
+            carry=selfplay_init(play_key),
+            key=key,
+            step=jnp.int32(0),
+        )
+
+    def iterate(state: TrainState) -> tuple[TrainState, dict]:
+        key, play_key, train_key = jax.random.split(state.key, 3)
+        carry, examples, play_metrics = selfplay_chunk(state.params, state.carry, play_key)
+        buffer = replay_add(state.buffer, examples)
+
+        def train(params: Params, opt_state: Any):
+            def one(carry, key):
+                batch = jax.lax.with_sharding_constraint(sample(buffer, key), data)
+                params, opt_state, metrics = train_step(*carry, batch)
+                return (params, opt_state), metrics
+
+            keys = jax.random.split(train_key, config.train.steps_per_iteration)
+            (params, opt_state), metrics = jax.lax.scan(one, (params, opt_state), keys)
+            return params, opt_state, jax.tree.map(jnp.mean, metrics)
+
+        def skip(params: Params, opt_state: Any):
+            return params, opt_state, jax.tree.map(jnp.zeros_like, metrics_shape)
+
+        metrics_shape = jax.eval_shape(train, state.params, state.opt_state)[2]
+        ready = buffer.size >= config.replay.min_size
+        params, opt_state, train_metrics = jax.lax.cond(
+            ready, train, skip, state.params, state.opt_state
+        )
+        step = state.step + jnp.where(ready, config.train.steps_per_iteration, 0)
+        metrics = {
+            **{f"train/{k}": v for k, v in train_metrics.items()},
+            **{f"selfplay/{k}": v for k, v in play_metrics.items()},
+            "train/trained": ready,
+            "train/step": step,
+            "replay/size": buffer.size,
+            "replay/added": jnp.sum(examples.valid, dtype=jnp.int32),
+        }
+        new = TrainState(params, opt_state, buffer, carry, key, step)
+        return new, metrics
+
+    abstract = jax.eval_shape(init, jax.random.key(0))
+    shardings = TrainState(
+        params=jax.tree.map(lambda _: replicated, abstract.params),
+        opt_state=jax.tree.map(lambda _: replicated, abstract.opt_state),
+        buffer=jax.tree.map(lambda _: replicated, abstract.buffer),
+        carry=parallel.batch_shardings(abstract.carry, config.selfplay.batch_size, mesh),
+        key=replicated,
+        step=replicated,
+    )
+    abstract = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
+    )
+    return Trainer(
+        game=game,
+        network=network,
+        config=config,
+        mesh=mesh,
+        init=jax.jit(init, out_shardings=shardings),
+        iterate=jax.jit(
+            iterate,
+            in_shardings=(shardings,),
+            out_shardings=(shardings, replicated),
+            donate_argnums=0,
+        ),
+        shardings=shardings,
+        abstract=abstract,
+        schedule=learning_rate_schedule(config.optim, total_steps),
+    )
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> dict[str, float]:
+    """Net + search (no exploration) against each `eval.opponents` agent, via the arena."""
+    config = trainer.config
+    search = config.search
+    if config.eval.num_simulations:
+        search = dataclasses.replace(search, num_simulations=config.eval.num_simulations)
+    player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
+    out: dict[str, float] = {}
+    for i, spec in enumerate(config.eval.opponents):
+        opponent = agents.make(spec, trainer.game)
+        result = arena.match(trainer.game, player, opponent, num_games, jax.random.fold_in(key, i))
+        name = spec.replace(":", "_").replace("/", "_")
+        out[f"eval/{name}/score"] = float(result.score)
+        out[f"eval/{name}/win_rate"] = result.wins / result.games
+        out[f"eval/{name}/wins"] = int(result.wins)
+        out[f"eval/{name}/draws"] = int(result.draws)
+        out[f"eval/{name}/losses"] = int(result.losses)
+    return out
+
+
+# ----------------------------------------------------------------------------- logging
+
+
+class _Log:
+    """metrics.jsonl plus TensorBoard event files; only process 0 writes."""
+
+    def __init__(self, workdir: pathlib.Path, resume_iteration: int) -> None:
+        self.enabled = jax.process_index() == 0
+        self.path = workdir / "metrics.jsonl"
+        self.writer = None
+        if not self.enabled:
+            return
+        if self.path.exists():  # drop records newer than the checkpoint we resume from
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("iteration", 0) <= resume_iteration
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        from tensorboardX import SummaryWriter
+
+        self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=resume_iteration + 1)
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        for key, value in record.items():
+            if key != "iteration" and isinstance(value, int | float):
+                self.writer.add_scalar(key, value, record["iteration"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _scalars(metrics: dict) -> dict[str, float]:
+    host = parallel.to_host(metrics)
+    return {k: (v.item() if np.ndim(v) == 0 else v.tolist()) for k, v in host.items()}
+
+
+def _postfix(record: dict) -> dict[str, str]:
+    out = {}
+    if record.get("train/trained"):
+        out["loss"] = f"{record['train/loss']:.3f}"
+    out["pos/s"] = f"{record['positions_per_second']:.0f}"
+    for key, value in record.items():
+        if key.startswith("eval/") and key.endswith("/win_rate"):
+            out[key.split("/")[1]] = f"{value:.0%}"
+    return out
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def train_and_evaluate(
+    config: Config, workdir: str | pathlib.Path, progress: bool = True
+) -> dict[str, Any]:
+    """Train `config` in `workdir`, resuming from its newest checkpoint; return final metrics.
+
+    Raises CheckpointError when the workdir holds a damaged checkpoint or one of another run.
+    """
+    from tqdm.auto import tqdm
+
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    trainer = make_trainer(config)
+    checkpointer = Checkpointer(workdir, config.checkpoint.keep)
+    iteration = 0
+    if checkpointer.latest_step() is not None:
+        iteration, params, state = checkpointer.restore(
+            config, trainer.abstract.params, trainer.abstract.replace(params=None)
+        )
+        state = state.replace(params=params)
+    else:
+        state = trainer.init(jax.random.key(config.train.seed))
+    if jax.process_index() == 0:
+        (workdir / "config.yaml").write_text(dump_config(config))
+    log = _Log(workdir, iteration)
+    eval_key = jax.random.key(config.train.seed + 1)
+    total = config.train.iterations
+    record: dict[str, Any] = {}
+    bar = tqdm(
+        total=total,
+        initial=iteration,
+        desc=f"{trainer.game.name}",
+        unit="it",
+        disable=not progress or jax.process_index() != 0,
+        dynamic_ncols=True,
+    )
+    try:
+        while iteration < total:
+            start = time.perf_counter()
+            state, metrics = trainer.iterate(state)
+            record = {"iteration": iteration + 1, **_scalars(metrics)}  # waits for the device
+            iteration += 1
+            elapsed = time.perf_counter() - start
+            record["seconds"] = elapsed
+            record["positions_per_second"] = record["replay/added"] / elapsed
+            record["train/learning_rate"] = float(trainer.schedule(record["train/step"]))
+            if config.eval.every and iteration % config.eval.every == 0 and iteration < total:
+                record.update(
+                    evaluate(
+                        trainer,
+                        state.params,
+                        jax.random.fold_in(eval_key, iteration),
+                        config.eval.num_games,
+                    )
+                )
+                bar.write(_eval_line(iteration, record))
+            log.write(record)
+            if iteration % config.checkpoint.every == 0 or iteration == total:
+                checkpointer.save(iteration, state.params, state.replace(params=None), config)
+            bar.set_postfix(_postfix(record), refresh=False)
+            bar.update(1)
+    finally:
+        bar.close()
+        checkpointer.close()
+    final = {"iteration": iteration, "final": True}
+    if config.eval.final_num_games:
+        final.update(
+            evaluate(
+                trainer, state.params, jax.random.fold_in(eval_key, 0), config.eval.final_num_games
+            )
+        )
+    log.write(final)
+    log.close()
+    return {**record, **final}
+
+
+def _eval_line(iteration: int, record: dict) -> str:
+    parts = []
+    for key, value in record.items():
+        if key.startswith("eval/") and key.endswith("/win_rate"):
+            name = key.split("/")[1]
+            wins, draws, losses = (record[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
+            parts.append(f"vs {name}: {value:.0%} won ({wins}W {draws}D {losses}L)")
+    return f"iteration {iteration}: " + ", ".join(parts)
+
+
+__all__ = [
+    "CheckpointError",
+    "TrainState",
+    "Trainer",
+    "evaluate",
+    "learning_rate_schedule",
+    "loss_fn",
+    "make_optimizer",
+    "make_train_step",
+    "make_trainer",
+    "train_and_evaluate",
+]

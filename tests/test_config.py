@@ -1,0 +1,117 @@
+"""Configs: every YAML in configs/ loads; overrides; bad keys, types and values are named."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from azjax.cli.train import main as train_main
+from azjax.config import (
+    Config,
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+)
+
+CONFIGS = sorted((pathlib.Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+TICTACTOE = next(p for p in CONFIGS if p.stem == "tictactoe")
+
+
+def test_the_promised_configs_exist():
+    names = {p.stem for p in CONFIGS}
+    expected = {"tictactoe", "connect4", "connect4_gpu", "connect4_tpu", "othello", "othello6"}
+    expected |= {"dots_and_boxes", "chain_reaction", "chain_reaction_gpu"}
+    assert expected <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_every_config_loads_and_round_trips(path):
+    config = load_config(path)
+    assert isinstance(config, Config)
+    assert config_from_dict(config_to_dict(config)) == config
+    assert config.game.name in path.stem
+
+
+def test_variants_inherit_from_their_base():
+    base = load_config(CONFIGS[0].parent / "connect4.yaml")
+    gpu = load_config(CONFIGS[0].parent / "connect4_gpu.yaml")
+    assert gpu.game == base.game
+    assert gpu.network.channels > base.network.channels
+    assert gpu.selfplay.batch_size > base.selfplay.batch_size
+
+
+def test_dotted_overrides_set_typed_values():
+    config = load_config(
+        TICTACTOE,
+        [
+            "search.num_simulations=64",
+            "optim.learning_rate=1e-2",
+            "eval.opponents=[random, alphabeta:2]",
+            "network.dtype=bfloat16",
+            "train.seed=7",
+        ],
+    )
+    assert config.search.num_simulations == 64
+    assert config.optim.learning_rate == 0.01 and isinstance(config.optim.learning_rate, float)
+    assert config.eval.opponents == ("random", "alphabeta:2")
+    assert config.network.dtype == "bfloat16"
+    assert config.train.seed == 7
+    chain = load_config(CONFIGS[0].parent / "chain_reaction.yaml", ["game.kwargs.rows=6"])
+    assert chain.game.kwargs["rows"] == 6
+    assert chain.game.make().num_actions == 6 * chain.game.kwargs["cols"]
+
+
+def test_overrides_do_not_mutate_their_input():
+    data = {"search": {"num_simulations": 8}}
+    out = apply_overrides(data, ["search.num_simulations=9"])
+    assert data == {"search": {"num_simulations": 8}} and out["search"]["num_simulations"] == 9
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("search.num_simulation=64", "search.num_simulation"),  # typo
+        ("serch.num_simulations=64", "serch"),
+        ("replay.capacity.x=1", "replay.capacity"),
+        ("search.num_simulations=many", "search.num_simulations"),
+        ("train.iterations=1.5", "train.iterations"),
+        ("train.iterations=true", "train.iterations"),
+        ("eval.opponents=random", "eval.opponents"),
+        ("network.channels=0", "network.channels"),
+        ("search.algorithm=alphazero", "search.algorithm"),
+        ("selfplay.full_search_prob=1.5", "selfplay.full_search_prob"),
+        ("replay.min_size=1000000", "replay.min_size"),
+        ("optim.optimizer=lion", "optim.optimizer"),
+        ("optim.learning_rate=-1", "optim.learning_rate"),
+        ("eval.opponents=[random, gredy]", "eval.opponents[1]"),
+        ("game.name=chess", "game.name"),
+        ("game.kwargs.size=4", "game.kwargs"),
+        ("checkpoint.keep=0", "checkpoint.keep"),
+    ],
+)
+def test_bad_configs_stop_naming_the_key(override, named):
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.").replace("[", r"\[")):
+        load_config(TICTACTOE, [override])
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("game: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
+        load_config(TICTACTOE, ["search.num_simulations"])
+
+
+def test_cli_refuses_a_bad_config_before_training(tmp_path, capsys):
+    code = train_main(
+        ["--config", str(TICTACTOE), "--workdir", str(tmp_path / "run"), "optim.lr=0.1"]
+    )
+    assert code == 2
+    assert "optim.lr" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
