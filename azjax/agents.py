@@ -105,12 +105,25 @@ def _connect4_score(game: Game, state: State, player: Array) -> Array:
     return lines + centre
 
 
+@functools.cache
+def _othello_weights(size: int) -> np.ndarray:
+    """Cell weights: corners 10, the squares diagonally next to a corner -5 (they give the
+    corner away), the edge squares next to a corner -2, other edge squares 2, inner squares 1."""
+    w = np.ones((size, size), np.float32)
+    w[[0, -1], :] = w[:, [0, -1]] = 2.0
+    for r in (0, size - 1):
+        for c in (0, size - 1):
+            dr, dc = (1 if r == 0 else -1), (1 if c == 0 else -1)
+            w[r, c] = 10.0
+            w[r + dr, c + dc] = -5.0
+            w[r, c + dc] = w[r + dr, c] = -2.0
+    return w
+
+
 def _othello_score(game: Game, state: State, player: Array) -> Array:
-    """Disc difference, with each corner disc counting 5 more."""
+    """Weighted disc difference (`_othello_weights`: corners high, squares giving them away low)."""
     own, opp = _planes(game, state, player)
-    diff = own - opp
-    corners = diff[0, 0] + diff[0, -1] + diff[-1, 0] + diff[-1, -1]
-    return diff.sum() + 5.0 * corners
+    return ((own - opp) * jnp.asarray(_othello_weights(own.shape[0]))).sum()
 
 
 @functools.cache
@@ -153,7 +166,7 @@ def heuristic(game: Game, state: State, player: Array) -> Array:
     """A simple evaluation of a live position for `player` (float32, |value| well below WIN).
 
     Tic-Tac-Toe: 0 (its full tree is small enough to search exactly); Connect4: open lines;
-    Othello: discs (corners weigh more); Dots and Boxes: boxes, counting boxes open to capture;
+    Othello: discs weighted by square; Dots and Boxes: boxes, counting boxes open to capture;
     Chain Reaction: orbs.
     """
     score = _SCORES.get(game.name)

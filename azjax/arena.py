@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from azjax import elo
 from azjax.agents import Agent, MoveFn, random_legal_action
 from games.core import Game
 
@@ -225,3 +227,68 @@ def match(
             progress(take)
     overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
     return MatchResult(*overall, first, second, name_a=agent_a.name, name_b=agent_b.name)
+
+
+def record(result: MatchResult) -> elo.Record:
+    """A match result as an Elo record."""
+    return elo.Record(result.name_a, result.name_b, result.wins, result.draws, result.losses)
+
+
+def round_robin(
+    game: Game,
+    agents: Sequence[Agent],
+    num_games: int,
+    key: Array,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    opening_moves: int = 0,
+    batch_size: int | None = None,
+    on_result: Callable[[MatchResult], Any] | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> list[MatchResult]:
+    """A match of `num_games` for each pair of agents (indices; default: every pair)."""
+    names = [agent.name for agent in agents]
+    if len(set(names)) != len(names):
+        raise ValueError(f"agent names must be distinct, got {names}")
+    if pairs is None:
+        pairs = list(itertools.combinations(range(len(agents)), 2))
+    results = []
+    for index, (i, j) in enumerate(pairs):
+        result = match(
+            game,
+            agents[i],
+            agents[j],
+            num_games,
+            jax.random.fold_in(key, index),
+            opening_moves,
+            batch_size,
+            progress,
+        )
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def ladder(
+    game: Game,
+    agents: Sequence[Agent],
+    num_games: int,
+    key: Array,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    anchor: str = "random",
+    prior_draws: float = 1.0,
+    **kwargs: Any,
+) -> tuple[elo.Ratings, list[MatchResult]]:
+    """Play `round_robin` and fit Elo ratings to all its games (`anchor` at 0).
+
+    `prior_draws` virtual draws per pair keep ratings finite when a player sweeps its games
+    (see `azjax.elo.fit`); further keyword arguments go to `round_robin`.
+    """
+    results = round_robin(game, agents, num_games, key, pairs, **kwargs)
+    ratings = elo.fit(
+        [record(r) for r in results],
+        players=[a.name for a in agents],
+        anchor=anchor,
+        prior_draws=prior_draws,
+    )
+    return ratings, results

@@ -1,0 +1,108 @@
+"""Regenerate azjax/data/connect4_positions.json: Connect4 positions labelled by an exact solver.
+
+Positions come from games in which each move is, with probability --random-prob, a uniformly
+random legal move and otherwise one of the solver's best moves (so late, still-balanced
+positions occur too). Target plies are spread evenly over 0 .. --max-ply; finished positions
+and repeats are skipped. Every legal move of every position is scored by bitbully (exact
+Connect4 solver with opening book; `pip install -e '.[solver]'`).
+
+    python scripts/make_connect4_positions.py --count 300 --seed 0
+
+Scores follow the usual convention of exact Connect4 solvers, from the view of the player to
+move: positive wins (larger = sooner), 0 draws, negative loses (more negative = sooner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import random
+import sys
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "azjax" / "data" / "connect4_positions.json"
+COLS = 7
+
+
+def _play_to(solver, rng: random.Random, ply: int, random_prob: float):
+    """A move list of `ply` moves from the empty board, or None when the game ended first."""
+    import bitbully
+
+    board = bitbully.Board()
+    moves: list[int] = []
+    for _ in range(ply):
+        legal = board.legal_moves()
+        if rng.random() < random_prob:
+            move = rng.choice(legal)
+        else:
+            scores = solver.score_all_moves(board)
+            top = max(scores.values())
+            move = rng.choice(sorted(c for c, s in scores.items() if s == top))
+        won = board.play_on_copy(move).has_win()
+        board.play(move)
+        moves.append(move)
+        if won or board.is_full():
+            return None
+    return moves
+
+
+def generate(count: int, seed: int, max_ply: int, random_prob: float) -> dict:
+    import bitbully
+
+    solver = bitbully.BitBully()
+    rng = random.Random(seed)
+    positions, seen = [], set()
+    for i in range(count):
+        ply = round(i * max_ply / max(count - 1, 1))
+        while True:
+            moves = _play_to(solver, rng, ply, random_prob)
+            if moves is None:
+                continue
+            text = "".join(map(str, moves))
+            if text in seen and ply > 2:
+                continue
+            break
+        seen.add(text)
+        scores = solver.score_all_moves(bitbully.Board(moves))
+        positions.append({"moves": text, "scores": [scores.get(c) for c in range(COLS)]})
+        if (i + 1) % 25 == 0:
+            print(f"{i + 1}/{count} positions", file=sys.stderr, flush=True)
+    return {
+        "description": (
+            "Connect4 (6x7) positions as move lists (columns 0-6 from the left, first player "
+            "first) with the exact score of every column from the view of the player to move: "
+            "positive wins (larger = sooner), 0 draws, negative loses; null for a full column."
+        ),
+        "generator": (
+            f"scripts/make_connect4_positions.py --count {count} --seed {seed} "
+            f"--max-ply {max_ply} --random-prob {random_prob}"
+        ),
+        "solver": f"bitbully {bitbully.__version__}",
+        "positions": positions,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-ply", type=int, default=38)
+    parser.add_argument("--random-prob", type=float, default=0.35)
+    parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    args = parser.parse_args(argv)
+    try:
+        import bitbully  # noqa: F401
+    except ImportError:
+        parser.error("bitbully is not installed; pip install -e '.[solver]'")
+    data = generate(args.count, args.seed, args.max_ply, args.random_prob)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    # One position per line, so that regenerated files diff cleanly.
+    head = {k: v for k, v in data.items() if k != "positions"}
+    lines = [json.dumps(p, separators=(",", ":")) for p in data["positions"]]
+    text = json.dumps(head, indent=1)[:-2] + ',\n "positions": [\n' + ",\n".join(lines) + "\n]}\n"
+    args.out.write_text(text)
+    print(f"wrote {len(data['positions'])} positions to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""Baseline and network agents: exactness of alpha-beta, greedy's rules, MCTS, spec parsing."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import games
+from azjax import agents, arena
+from tests.helpers import index, random_trajectories
+
+TTT_LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+
+
+@functools.cache
+def _ttt_value(board: tuple[int, ...], mover: int) -> int:
+    """Plain-Python negamax: the result (1, 0, -1) of a Tic-Tac-Toe board for `mover` (+1/-1)."""
+    values = []
+    for cell in range(9):
+        if board[cell]:
+            continue
+        nxt = (*board[:cell], mover, *board[cell + 1 :])
+        if any(all(nxt[i] == mover for i in line) for line in TTT_LINES):
+            return 1
+        values.append(0 if all(nxt) else -_ttt_value(nxt, -mover))
+    return max(values)
+
+
+def _ttt_move_values(board: tuple[int, ...], mover: int) -> dict[int, int]:
+    out = {}
+    for cell in range(9):
+        if board[cell]:
+            continue
+        nxt = (*board[:cell], mover, *board[cell + 1 :])
+        if any(all(nxt[i] == mover for i in line) for line in TTT_LINES):
+            out[cell] = 1
+        else:
+            out[cell] = 0 if all(nxt) else -_ttt_value(nxt, -mover)
+    return out
+
+
+def _live_states(game, key, batch: int, length: int, stride: int = 1):
+    """Non-final states along random games, as a list of unbatched states."""
+    _, states = random_trajectories(game, key, batch, length)
+    out = []
+    for t in range(0, length + 1, stride):
+        for b in range(batch):
+            s = index(states, t, b)
+            if not bool(s.terminated):
+                out.append(s)
+    return out
+
+
+def _stack(states):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+def _choose(agent, states, key):
+    keys = jax.random.split(key, len(states))
+    return np.asarray(jax.jit(jax.vmap(agent.fn, (None, 0, 0)))(agent.params, _stack(states), keys))
+
+
+# ----------------------------------------------------------------------------- alpha-beta
+
+
+def test_alphabeta_never_loses_tictactoe():
+    game = games.make("tictactoe")
+    perfect, random = agents.make("alphabeta:9", game), agents.make("random", game)
+    key = jax.random.key(0)
+    for a, b, sign in ((perfect, random, 1), (random, perfect, -1)):
+        r = arena.match(game, a, b, 30, key)
+        lost = r.losses if sign == 1 else r.wins
+        assert lost == 0, r
+        assert r.first != (0, 0, 0) and r.second != (0, 0, 0)
+    r = arena.match(game, perfect, perfect, 8, key)
+    assert r.draws == 8, r
+    # Any single opening move is still a draw with perfect play.
+    r = arena.match(game, perfect, perfect, 8, key, opening_moves=1)
+    assert r.draws == 8, r
+
+
+def test_alphabeta_plays_optimal_tictactoe_moves():
+    game = games.make("tictactoe")
+    states = _live_states(game, jax.random.key(1), 24, 8, stride=2)
+    moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2))
+    for state, move in zip(states, moves, strict=True):
+        board = tuple(int(v) for v in np.asarray(state.board))
+        mover = 1 if int(state.current_player) == 0 else -1
+        values = _ttt_move_values(board, mover)
+        assert values[int(move)] == max(values.values()), (board, int(move), values)
+
+
+def _box_sides(rows, cols):
+    h = (rows + 1) * cols
+    return [
+        (r * cols + c, (r + 1) * cols + c, h + r * (cols + 1) + c, h + r * (cols + 1) + c + 1)
+        for r in range(rows)
+        for c in range(cols)
+    ]
+
+
+@functools.cache
+def _dab_value(lines: frozenset, margin: int, boxes: tuple, total: int) -> int:
+    """Plain-Python Dots and Boxes: result sign for the mover; `margin` = mover's boxes minus
+    the opponent's so far; `boxes` = the four lines of every box."""
+    if len(lines) == total:
+        return int(np.sign(margin))
+    best = -2
+    for line in range(total):
+        if line in lines:
+            continue
+        nxt = lines | {line}
+        gained = sum(1 for b in boxes if line in b and all(x in nxt for x in b))
+        if gained:
+            value = _dab_value(nxt, margin + gained, boxes, total)
+        else:
+            value = -_dab_value(nxt, -margin, boxes, total)
+        best = max(best, value)
+    return best
+
+
+def test_alphabeta_is_exact_with_repeated_turns():
+    # Dots and Boxes 2x2 endgames (a box completed keeps the turn), searched to the end.
+    game = games.make("dots_and_boxes", rows=2, cols=2)
+    boxes = tuple(_box_sides(2, 2))
+    states = [s for s in _live_states(game, jax.random.key(3), 12, 12) if int(s.lines.sum()) >= 6]
+    assert len(states) >= 20
+    moves = _choose(agents.make("alphabeta:6", game), states, jax.random.key(4))
+    for state, move in zip(states, moves, strict=True):
+        lines = frozenset(int(i) for i in np.flatnonzero(np.asarray(state.lines)))
+        me = int(state.current_player)
+        margin = int(state.scores[me]) - int(state.scores[1 - me])
+
+        def after(line, lines=lines, margin=margin):
+            nxt = lines | {line}
+            gained = sum(1 for b in boxes if line in b and all(x in nxt for x in b))
+            if gained:
+                return _dab_value(nxt, margin + gained, boxes, 12)
+            return -_dab_value(nxt, -margin, boxes, 12)
+
+        values = {line: after(line) for line in range(12) if line not in lines}
+        assert values[int(move)] == max(values.values()), (sorted(lines), int(move), values)
+
+
+# ----------------------------------------------------------------------------- greedy
+
+
+@pytest.mark.parametrize("name", ["tictactoe", "connect4"])
+def test_greedy_takes_an_immediate_win(name):
+    game = games.make(name)
+    states = _live_states(game, jax.random.key(5), 32, game.max_game_length)
+    moves = _choose(agents.make("greedy", game), states, jax.random.key(6))
+    checked = 0
+    for state, move in zip(states, moves, strict=True):
+        me = int(state.current_player)
+        winning = [
+            a for a in game.legal_actions(state) if float(game.step(state, a).rewards[me]) > 0
+        ]
+        if winning:
+            assert int(move) in winning
+            checked += 1
+    assert checked >= 5
+
+
+def test_greedy_does_not_hand_over_boxes():
+    game = games.make("dots_and_boxes")
+    boxes = _box_sides(3, 3)
+    states = _live_states(game, jax.random.key(7), 16, 24, stride=2)
+    moves = _choose(agents.make("greedy", game), states, jax.random.key(8))
+    checked = 0
+    for state, move in zip(states, moves, strict=True):
+        lines = set(np.flatnonzero(np.asarray(state.lines)).tolist())
+
+        def sides(ls):
+            return [sum(x in ls for x in b) for b in boxes]
+
+        if 3 in sides(lines):
+            continue  # a box can be taken: greedy takes boxes first
+        free = [line for line in range(24) if line not in lines]
+        safe = [line for line in free if 3 not in sides(lines | {line})]
+        if safe:
+            assert int(move) in safe, (sorted(lines), int(move))
+            checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"), [("chain_reaction", {}), ("othello", {}), ("othello", {"size": 6})]
+)
+def test_greedy_beats_random_widely(name, kwargs):
+    game = games.make(name, **kwargs)
+    r = arena.match(
+        game, agents.make("greedy", game), agents.make("random", game), 40, jax.random.key(9)
+    )
+    assert r.score >= 0.75, r
+
+
+# ----------------------------------------------------------------------------- pure MCTS
+
+
+def test_rollout_value_is_from_the_movers_view():
+    game = games.make("tictactoe")
+    evaluate = agents.rollout_evaluator(game)
+    # X: 0 1 _ / O: 3 4 ... X to move with one empty cell completing 0-1-2: every playout wins.
+    state = game.init(jax.random.key(0))
+    for a in (0, 3, 1, 4, 6, 7, 5, 8):  # X 0 1 6 5, O 3 4 7 8: X to move, only cell 2 left
+        state = game.step(state, a)
+    assert not bool(state.terminated) and int(state.current_player) == 0
+    logits, value = evaluate(None, _stack([state]), jax.random.key(1))
+    assert float(value[0]) == 1.0 and logits.shape == (1, 9)
+    # O to move with cells 7 and 8 left: O wins at 7 (1-4-7); at 8, X fills 7 and it is a draw.
+    state = game.init(jax.random.key(0))
+    for a in (0, 1, 2, 3, 5, 4, 6):  # X 0 2 5 6, O 1 3 4
+        state = game.step(state, a)
+    values = [float(evaluate(None, _stack([state]), jax.random.key(k))[1][0]) for k in range(12)]
+    assert set(values) == {1.0, 0.0}
+
+
+def test_mcts_beats_random_at_tictactoe():
+    game = games.make("tictactoe")
+    r = arena.match(
+        game, agents.make("mcts:64", game), agents.make("random", game), 16, jax.random.key(10)
+    )
+    assert r.score >= 0.8 and r.losses <= 1, r
+
+
+# ----------------------------------------------------------------------------- specs
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "expected random, greedy"),
+        ("minimax", "unknown agent kind 'minimax'"),
+        ("random:3", "random takes no argument"),
+        ("alphabeta", "positive integer DEPTH"),
+        ("alphabeta:0", "positive integer DEPTH"),
+        ("alphabeta:two", "positive integer DEPTH"),
+        ("mcts:-5", "positive integer SIMS"),
+        ("policy:", "needs a run directory"),
+        ("search:@3", "needs a run directory"),
+    ],
+)
+def test_bad_specs_are_refused(spec, message):
+    with pytest.raises(ValueError, match=message):
+        agents.make(spec, games.make("tictactoe"))
+
+
+def test_spec_parsing():
+    assert agents.parse_spec("alphabeta:4") == agents.Spec("alphabeta", number=4)
+    assert agents.parse_spec("search:runs/x@120:64") == agents.Spec(
+        "search", number=64, workdir="runs/x", step=120
+    )
+    assert agents.parse_spec("policy:runs/a@b") == agents.Spec("policy", workdir="runs/a@b")
+    assert agents.parse_spec("search:runs/x") == agents.Spec("search", workdir="runs/x")
+
+
+def test_missing_checkpoint_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint"):
+        agents.make(f"policy:{tmp_path}", games.make("tictactoe"))
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    from azjax.checkpoint import Checkpointer
+    from azjax.config import Config, GameConfig
+    from azjax.network import NetworkConfig, init_params, make_network
+    from azjax.search import SearchConfig
+
+    workdir = tmp_path_factory.mktemp("run")
+    config = Config(
+        game=GameConfig("tictactoe"),
+        network=NetworkConfig(blocks=0, channels=4),
+        search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
+    )
+    game = config.game.make()
+    network = make_network(game, config.network)
+    saver = Checkpointer(workdir, keep=3)
+    for step in (1, 2):
+        params = init_params(network, game, jax.random.key(step))
+        saver.save(step, params, {"step": jnp.int32(step)}, config)
+    saver.close()
+    return workdir
+
+
+def test_network_agents_from_a_checkpoint(tiny_run):
+    game = games.make("tictactoe")
+    policy = agents.make(f"policy:{tiny_run}", game)
+    older = agents.make(f"policy:{tiny_run}@1", game)
+    search = agents.make(f"search:{tiny_run}@1:8", game)
+    assert policy.name.endswith("@2") and older.name.endswith("@1")
+    assert policy.fn is older.fn  # one compiled move function for every checkpoint
+    assert search.name.endswith("@1:8")
+    random = agents.make("random", game)
+    for agent in (policy, search):
+        r = arena.match(game, agent, random, 4, jax.random.key(0))
+        assert r.games == 4  # an illegal move would lose; the bookkeeping stays complete
+    states = _live_states(game, jax.random.key(11), 8, 6, stride=3)
+    for agent in (policy, search):
+        moves = _choose(agent, states, jax.random.key(12))
+        assert all(bool(s.legal_action_mask[m]) for s, m in zip(states, moves, strict=True))
+    hint = agents.analyse(game, f"search:{tiny_run}")
+    policy_out, value = hint(states[-1], jax.random.key(13))
+    legal = np.asarray(states[-1].legal_action_mask)
+    assert np.asarray(policy_out)[~legal].sum() == 0
+    assert float(np.asarray(policy_out).sum()) == pytest.approx(1.0, abs=1e-5)
+    assert -1.0 <= float(value) <= 1.0
+
+
+def test_checkpoint_of_another_game_is_refused(tiny_run):
+    with pytest.raises(ValueError, match="trained on tictactoe"):
+        agents.make(f"search:{tiny_run}", games.make("connect4"))
+
+
+def test_pure_mcts_analysis():
+    game = games.make("tictactoe")
+    state = game.init(jax.random.key(0))
+    for a in (0, 3, 1, 4):  # X threatens 2, O threatens 5; X to move wins at 2
+        state = game.step(state, a)
+    policy, value = agents.analyse(game, "greedy")(state, jax.random.key(1))
+    assert int(np.argmax(np.asarray(policy))) == 2
+    assert float(value) > 0.5
+    assert np.all(np.asarray(policy)[~np.asarray(state.legal_action_mask)] == 0)

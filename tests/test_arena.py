@@ -1,0 +1,191 @@
+"""The arena's bookkeeping on rigged games whose outcome the test knows in advance."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+from azjax import arena
+from azjax.agents import Agent
+from games.core import Game
+
+
+@struct.dataclass
+class _State:
+    current_player: jax.Array
+    legal_action_mask: jax.Array
+    terminated: jax.Array
+    rewards: jax.Array
+    moves: jax.Array  # int32[T], the actions played
+    ply: jax.Array
+
+
+class _Rigged(Game):
+    """A fixed schedule of movers; at the end `outcome(moves)` is player 0's result."""
+
+    name = "rigged"
+
+    def __init__(self, movers: tuple[int, ...], outcome, num_actions: int = 4):
+        self.movers = movers
+        self.outcome = outcome
+        self.num_actions = num_actions
+        self.observation_shape = (1, 1, 1)
+        self.max_game_length = len(movers)
+
+    def init(self, key):
+        del key
+        n = len(self.movers)
+        return _State(
+            current_player=jnp.int32(self.movers[0]),
+            legal_action_mask=jnp.ones(self.num_actions, bool),
+            terminated=jnp.bool_(False),
+            rewards=jnp.zeros(2, jnp.float32),
+            moves=jnp.full(n, -1, jnp.int32),
+            ply=jnp.int32(0),
+        )
+
+    def _apply(self, state, action):
+        moves = state.moves.at[state.ply].set(action)
+        ply = state.ply + 1
+        done = ply == len(self.movers)
+        r0 = jnp.where(done, self.outcome(moves), 0.0)
+        movers = jnp.asarray((*self.movers, 0))
+        return _State(
+            current_player=movers[ply],
+            legal_action_mask=jnp.full(self.num_actions, ~done),
+            terminated=done,
+            rewards=jnp.stack([r0, -r0]).astype(jnp.float32),
+            moves=moves,
+            ply=ply,
+        )
+
+    def observe(self, state):
+        return jnp.zeros((1, 1, 1))
+
+    def board(self, state):
+        return np.asarray(state.moves)
+
+    def render(self, state):
+        return str(self.board(state))
+
+    @property
+    def symmetries(self):
+        return ()
+
+    def _parse(self, text):
+        return int(text)
+
+    def format_action(self, action):
+        return str(action)
+
+
+@functools.cache
+def _constant(action: int):
+    def fn(params, state, key):
+        del params, state, key
+        return jnp.int32(action)
+
+    return fn
+
+
+@functools.cache
+def _by_colour(as_first: int, as_second: int):
+    def fn(params, state, key):
+        del params, key
+        return jnp.where(state.current_player == 0, as_first, as_second).astype(jnp.int32)
+
+    return fn
+
+
+def _higher_wins(moves):
+    return jnp.sign(moves[0] - moves[1]).astype(jnp.float32)
+
+
+HIGHER = _Rigged((0, 1), _higher_wins)
+
+
+@pytest.mark.parametrize("num_games", [1, 7, 10])
+def test_wins_draws_losses_are_counted_from_a(num_games):
+    key = jax.random.key(0)
+    strong, weak = Agent(_constant(3), name="strong"), Agent(_constant(1), name="weak")
+    first, second = (num_games + 1) // 2, num_games // 2
+    r = arena.match(HIGHER, strong, weak, num_games, key)
+    assert (r.wins, r.draws, r.losses, r.games) == (num_games, 0, 0, num_games)
+    assert r.first == (first, 0, 0) and r.second == (second, 0, 0)
+    assert r.score == 1.0 and r.name_a == "strong" and r.name_b == "weak"
+    r = arena.match(HIGHER, weak, strong, num_games, key)
+    assert (r.wins, r.draws, r.losses) == (0, 0, num_games) and r.score == 0.0
+    r = arena.match(HIGHER, weak, Agent(_constant(1)), num_games, key)
+    assert (r.wins, r.draws, r.losses) == (0, num_games, 0) and r.score == 0.5
+
+
+def test_colours_alternate_game_by_game():
+    # A plays 3 as player 0 and 0 as player 1; B always plays 2: A wins exactly its games as
+    # player 0 and loses exactly those as player 1.
+    a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
+    r = arena.match(HIGHER, a, b, 9, jax.random.key(1), batch_size=4)
+    assert r.first == (5, 0, 0) and r.second == (0, 0, 4)
+    assert (r.wins, r.draws, r.losses) == (5, 0, 4)
+    assert r.score == pytest.approx(5 / 9)
+
+
+def _repeat_then_other(moves):
+    # Player 0 wins iff its two moves agree and differ from player 1's move.
+    return jnp.where((moves[0] == moves[1]) & (moves[1] != moves[2]), 1.0, -1.0)
+
+
+def test_a_player_may_move_twice_in_a_row():
+    # Movers 0, 0, 1: the agent of player 0 must make both of the first two moves.
+    game = _Rigged((0, 0, 1), _repeat_then_other)
+    a, b = Agent(_constant(1), name="a"), Agent(_constant(2), name="b")
+    r = arena.match(game, a, b, 6, jax.random.key(2))
+    assert r.first == (3, 0, 0) and r.second == (0, 0, 3)
+    game = _Rigged((1, 0, 0, 1, 1), lambda m: jnp.where(m[1] == m[2], 1.0, 0.0))
+    r = arena.match(game, a, b, 4, jax.random.key(2))
+    assert r.first == (2, 0, 0) and r.second == (0, 0, 2)
+
+
+def _opening_decides(moves):
+    return jnp.where(moves[0] % 2 == 0, 1.0, -1.0)
+
+
+def test_random_openings_are_shared_by_each_pair_of_games():
+    # The first move is a random opening move that alone decides the game: with the opening
+    # shared by the two games of a pair (colours swapped), A wins exactly one game per pair.
+    game = _Rigged((0, 1), _opening_decides, num_actions=8)
+    a, b = Agent(_constant(0), name="a"), Agent(_constant(0), name="b")
+    r = arena.match(game, a, b, 40, jax.random.key(3), opening_moves=1)
+    assert (r.wins, r.draws, r.losses) == (20, 0, 20)
+    # Both outcomes occur, so the opening really is random.
+    assert 0 < r.first[0] < 20
+
+
+def test_confidence_interval():
+    r = arena.MatchResult(30, 40, 30, (15, 20, 15), (15, 20, 15))
+    # Per-game scores: 30 ones, 40 halves, 30 zeros; mean 1/2, sample variance 0.15 * 100/99.
+    assert r.ci95 == pytest.approx(1.96 * np.sqrt(0.15 * 100 / 99 / 100))
+    assert arena.MatchResult(5, 0, 0, (3, 0, 0), (2, 0, 0)).ci95 == 0.0
+    assert r.to_dict()["as_first"] == {"wins": 15, "draws": 20, "losses": 15}
+
+
+def test_bad_arguments_are_refused():
+    a = Agent(_constant(0), name="a")
+    with pytest.raises(ValueError, match="num_games"):
+        arena.match(HIGHER, a, a, 0, jax.random.key(0))
+    with pytest.raises(ValueError, match="opening_moves"):
+        arena.match(HIGHER, a, a, 2, jax.random.key(0), opening_moves=-1)
+    with pytest.raises(ValueError, match="distinct"):
+        arena.round_robin(HIGHER, [a, a], 2, jax.random.key(0))
+
+
+def test_ladder_orders_rigged_agents():
+    agents = [Agent(_constant(v), name=n) for v, n in ((0, "random"), (1, "one"), (3, "three"))]
+    ratings, results = arena.ladder(HIGHER, agents, 4, jax.random.key(0))
+    assert [r.score for r in results] == [0.0, 0.0, 0.0]
+    assert ratings.ratings["random"] == 0.0
+    assert 0.0 < ratings.ratings["one"] < ratings.ratings["three"]

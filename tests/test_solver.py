@@ -1,0 +1,209 @@
+"""Connect4 perfect-play accuracy: the scoring on known answers and the shipped labels checked
+against independent facts (published opening values, immediate wins, a plain-Python solver)."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import games
+from azjax import agents, solver
+from azjax.agents import Agent
+from azjax.solver import Position
+
+ROWS, COLS = 6, 7
+
+
+@pytest.fixture(scope="module")
+def game():
+    return games.make("connect4")
+
+
+@pytest.fixture(scope="module")
+def positions():
+    return solver.load_positions()
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def test_score_moves_on_hand_labelled_positions():
+    win = Position((), (-2, -1, 0, 1, 0, -1, -2))  # the empty board: centre wins
+    draw = Position((3,), (-1, 0, 0, 0, 0, 0, -1))  # made-up labels: a drawn position
+    lost = Position((0, 0), (-5, -3, -3, None, -4, -3, -7))  # lost; column 3 full
+    acc = solver.score_moves([win, draw, lost], [3, 0, 1])
+    assert acc.positions == 3
+    assert acc.best_move == pytest.approx(2 / 3)  # 3 and 1 are best; 0 is not
+    assert acc.keeps_result == pytest.approx(2 / 3)  # 0 loses the draw
+    acc = solver.score_moves([win, draw, lost], [2, 4, 3])
+    assert acc.best_move == pytest.approx(1 / 3)  # only 4 is a best move
+    assert acc.keeps_result == pytest.approx(1 / 3)  # 2 only draws; 3 is illegal
+    assert win.value == 1 and draw.value == 0 and lost.value == -1
+    assert lost.best_moves == (1, 2, 5)
+    assert acc.by_phase == {"opening": (3, pytest.approx(1 / 3), pytest.approx(1 / 3))}
+    with pytest.raises(ValueError, match="one move per position"):
+        solver.score_moves([win], [])
+
+
+# ----------------------------------------------------------------------------- shipped labels
+
+
+def test_shipped_set_covers_the_game(positions):
+    assert len(positions) >= 200
+    plies = np.array([p.ply for p in positions])
+    assert {p.phase for p in positions} == {"opening", "middle", "late"}
+    assert plies.min() == 0 and plies.max() >= 30
+    assert len({p.moves for p in positions}) == len(positions)
+    assert {p.value for p in positions} == {-1, 0, 1}
+
+
+def test_empty_board_has_the_published_values(positions):
+    # First player wins only in the centre; the columns next to it draw (Allis 1988).
+    empty = next(p for p in positions if p.ply == 0)
+    signs = [int(np.sign(s)) for s in empty.scores]
+    assert signs == [-1, -1, 0, 1, 0, -1, -1]
+
+
+def test_labels_agree_with_our_rules(game, positions):
+    states = solver.replay(game, positions)
+    legal = np.asarray(states.legal_action_mask)
+    assert not np.asarray(states.terminated).any()
+    labelled = np.array([[s is not None for s in p.scores] for p in positions])
+    np.testing.assert_array_equal(labelled, legal)
+    # A move that wins at once has the best (and a positive) score.
+    children = jax.vmap(jax.vmap(game.step, (None, 0)), (0, None))(states, jnp.arange(COLS))
+    movers = np.asarray(states.current_player)
+    wins = np.asarray(children.terminated) & (
+        np.asarray(children.rewards)[np.arange(len(positions)), :, movers] > 0
+    )
+    checked = 0
+    for p, row in zip(positions, wins, strict=True):
+        for column in np.flatnonzero(row):
+            assert p.scores[column] > 0 and column in p.best_moves, p.moves
+            checked += 1
+    assert checked > 10
+
+
+def _python_value(cells: tuple[tuple[int, ...], ...], mover: int, cache: dict) -> int:
+    """Game-theoretic result (1, 0, -1) for `mover` by plain negamax (cells[col] bottom-up)."""
+    key = (cells, mover)
+    if key in cache:
+        return cache[key]
+    best = -2
+    for col in range(COLS):
+        if len(cells[col]) == ROWS:
+            continue
+        nxt = tuple((*c, mover) if i == col else c for i, c in enumerate(cells))
+        if _wins(nxt, col, mover):
+            best = 1
+            break
+        full = all(len(c) == ROWS for c in nxt)
+        best = max(best, 0 if full else -_python_value(nxt, 1 - mover, cache))
+    cache[key] = best
+    return best
+
+
+def _wins(cells, col: int, mover: int) -> bool:
+    row = len(cells[col]) - 1
+
+    def at(c: int, r: int) -> int | None:
+        return cells[c][r] if 0 <= c < COLS and 0 <= r < len(cells[c]) else None
+
+    for dc, dr in ((1, 0), (0, 1), (1, 1), (1, -1)):
+        run = 1
+        for sign in (1, -1):
+            k = 1
+            while at(col + sign * k * dc, row + sign * k * dr) == mover:
+                run += 1
+                k += 1
+        if run >= 4:
+            return True
+    return False
+
+
+def test_late_labels_match_a_plain_python_solver(positions):
+    late = [p for p in positions if p.ply >= 30]
+    assert len(late) >= 10
+    cache: dict = {}
+    for p in late:
+        cells = [[] for _ in range(COLS)]
+        for i, col in enumerate(p.moves):
+            cells[col].append(i % 2)
+        mover = p.ply % 2
+        frozen = tuple(tuple(c) for c in cells)
+        for col, score in enumerate(p.scores):
+            if score is None:
+                continue
+            nxt = tuple((*c, mover) if i == col else c for i, c in enumerate(frozen))
+            if _wins(nxt, col, mover):
+                value = 1
+            elif all(len(c) == ROWS for c in nxt):
+                value = 0
+            else:
+                value = -_python_value(nxt, 1 - mover, cache)
+            assert value == int(np.sign(score)), (p.moves, col)
+
+
+# ----------------------------------------------------------------------------- agents
+
+
+@functools.cache
+def _oracle_fn(game, table_obs: bytes, shape: tuple, picks: tuple):
+    table = jnp.asarray(np.frombuffer(table_obs, np.float32).reshape(shape))
+    picks = jnp.asarray(picks, jnp.int32)
+
+    def fn(params, state, key):
+        del params, key
+        same = jnp.all(table == game.observe(state), axis=(1, 2, 3))
+        return picks[jnp.argmax(same)]
+
+    return fn
+
+
+def _lookup_agent(game, positions, choose) -> Agent:
+    """An agent that recognises each position of the set and plays `choose(position)`."""
+    obs = np.asarray(jax.vmap(game.observe)(solver.replay(game, positions)), np.float32)
+    picks = tuple(choose(p) for p in positions)
+    return Agent(fn=_oracle_fn(game, obs.tobytes(), obs.shape, picks), name="lookup")
+
+
+def test_accuracy_of_a_perfect_and_of_a_worst_agent(game, positions):
+    key = jax.random.key(0)
+    perfect = solver.accuracy(game, _lookup_agent(game, positions, lambda p: p.best_moves[-1]), key)
+    assert perfect.best_move == 1.0 and perfect.keeps_result == 1.0
+    assert perfect.positions == len(positions)
+
+    def worst(p):
+        legal = [c for c, s in enumerate(p.scores) if s is not None]
+        return min(legal, key=lambda c: p.scores[c])
+
+    bad = solver.accuracy(game, _lookup_agent(game, positions, worst), key)
+    all_equal = np.mean([len({s for s in p.scores if s is not None}) == 1 for p in positions])
+    all_keep = np.mean(
+        [all(p.keeps_result(c) for c in range(COLS) if p.scores[c] is not None) for p in positions]
+    )
+    assert bad.best_move == pytest.approx(all_equal)
+    assert bad.keeps_result == pytest.approx(all_keep)
+
+
+def test_random_agent_matches_its_expected_accuracy(game, positions):
+    # Expected shares for a uniform legal move, from the labels alone.
+    def share(p, ok):
+        legal = [c for c in range(COLS) if p.scores[c] is not None]
+        return np.mean([ok(p, c) for c in legal])
+
+    expect_best = np.mean([share(p, lambda p, c: c in p.best_moves) for p in positions])
+    expect_keep = np.mean([share(p, lambda p, c: p.keeps_result(c)) for p in positions])
+    random = agents.make("random", game)
+    runs = [solver.accuracy(game, random, jax.random.key(s), positions) for s in range(4)]
+    assert np.mean([r.best_move for r in runs]) == pytest.approx(expect_best, abs=0.05)
+    assert np.mean([r.keeps_result for r in runs]) == pytest.approx(expect_keep, abs=0.05)
+
+
+def test_solver_accuracy_is_only_for_connect4(positions):
+    with pytest.raises(ValueError, match="connect4"):
+        solver.replay(games.make("tictactoe"), positions[:2])
