@@ -1,0 +1,305 @@
+"""Board pictures (games/svg.py), replays (scripts/replay.py) and curves (scripts/plot.py).
+
+The pictures are checked against the board and the game's own notation: pieces drawn match
+the signed board, and each clickable region sits where the move's notation says (under its
+column label, beside its row label).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import pathlib
+import re
+import xml.etree.ElementTree as ET
+
+import jax
+import numpy as np
+import pytest
+from PIL import Image
+
+import games
+from games import svg
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NS = "{http://www.w3.org/2000/svg}"
+CONFIGS = [
+    ("tictactoe", {}),
+    ("connect4", {}),
+    ("othello", {}),
+    ("othello", {"size": 6}),
+    ("dots_and_boxes", {}),
+    ("dots_and_boxes", {"rows": 2, "cols": 4}),
+    ("chain_reaction", {}),
+    ("chain_reaction", {"rows": 4, "cols": 7}),
+]
+IDS = [name + "".join(f"-{k}{v}" for k, v in kw.items()) for name, kw in CONFIGS]
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def positions(game: games.Game, seed: int, plies: int = 60, every: int = 3):
+    """States along one random game (host loop, numpy choices), with the last action."""
+    rng = np.random.default_rng(seed)
+    state, last = game.init(jax.random.key(seed)), None
+    out = [(state, last)]
+    for ply in range(plies):
+        if bool(state.terminated):
+            break
+        last = int(rng.choice(game.legal_actions(state)))
+        state = game.checked_step(state, last)
+        if ply % every == every - 1 or bool(state.terminated):
+            out.append((state, last))
+    return out
+
+
+def parse(text: str) -> ET.Element:
+    root = ET.fromstring(text)
+    assert root.tag == f"{NS}svg"
+    return root
+
+
+def elements(root: ET.Element, tag: str) -> list[ET.Element]:
+    return list(root.iter(f"{NS}{tag}"))
+
+
+def count(root: ET.Element, tag: str, **attrs: str) -> int:
+    return sum(all(e.get(k) == v for k, v in attrs.items()) for e in elements(root, tag))
+
+
+def centre(e: ET.Element) -> tuple[float, float]:
+    x, y, w, h = (float(e.get(k)) for k in ("x", "y", "width", "height"))
+    return x + w / 2, y + h / 2
+
+
+def labels(root: ET.Element) -> dict[str, list[tuple[float, float]]]:
+    """Text -> positions of every text element."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for e in elements(root, "text"):
+        out.setdefault(e.text, []).append((float(e.get("x")), float(e.get("y"))))
+    return out
+
+
+@pytest.mark.parametrize(("name", "kwargs"), CONFIGS, ids=IDS)
+def test_pieces_drawn_match_the_board(name, kwargs):
+    game = games.make(name, **kwargs)
+    p0, p1 = svg.COLOURS[name]
+    for state, last in positions(game, seed=1):
+        board = np.asarray(game.board(state))
+        root = parse(svg.to_svg(game, state, last_action=last))
+        mine, theirs = int((board > 0).sum()), int((board < 0).sum())
+        if name == "tictactoe":
+            assert count(root, "line", stroke=p0) == 2 * mine  # an X is two strokes
+            assert count(root, "circle", stroke=p1) == theirs
+        elif name in ("connect4", "othello"):
+            assert count(root, "circle", fill=p0) == mine
+            assert count(root, "circle", fill=p1) == theirs
+        elif name == "dots_and_boxes":
+            drawn = int((board[0::2, 1::2] != 0).sum() + (board[1::2, 0::2] != 0).sum())
+            thick = [e for e in elements(root, "line") if e.get("stroke-width") == "5"]
+            assert len(thick) == drawn
+            boxes = board[1::2, 1::2]
+            assert count(root, "circle", fill=p0) == int((boxes > 0).sum())
+            assert count(root, "circle", fill=p1) == int((boxes < 0).sum())
+        else:  # chain reaction: an orb per unit of count up to 3, and the count above that
+            # (a game can end mid-chain, leaving cells at or above their critical mass)
+            assert count(root, "circle", fill=p0) == int(np.minimum(board[board > 0], 3).sum())
+            assert count(root, "circle", fill=p1) == int(np.minimum(-board[board < 0], 3).sum())
+            big = sorted(str(abs(v)) for v in board.flat if abs(v) > 3)
+            assert (
+                sorted(e.text for e in elements(root, "text") if e.get("fill") == "#ffffff") == big
+            )
+
+
+@pytest.mark.parametrize(("name", "kwargs"), CONFIGS, ids=IDS)
+def test_click_regions_are_the_legal_moves_where_the_notation_says(name, kwargs):
+    game = games.make(name, **kwargs)
+    for state, last in positions(game, seed=2):
+        root = parse(svg.to_svg(game, state, last_action=last, clickable=True))
+        regions = {int(e.get("data-action")): e for e in root.iter() if e.get("data-action")}
+        legal = set(game.legal_actions(state))
+        pass_only = {a for a in legal if game.format_action(a) == "pass"}
+        assert set(regions) == legal - pass_only
+        assert not parse(svg.to_svg(game, state)).findall(".//*[@data-action]")
+        marks = labels(root)
+        for action, region in regions.items():
+            cx, cy = centre(region)
+            text = game.format_action(action)
+            if name == "tictactoe":  # an empty cell shows its own number
+                assert marks[text] == [pytest.approx((cx, cy))]
+            elif name == "connect4":  # the column number under the column
+                assert marks[text][0][0] == pytest.approx(cx)
+            elif name == "othello":  # "d3": letter above, number to the left
+                col_x = marks[text[0]][0][0]
+                row_y = min(marks[text[1:]])[1]
+                assert (cx, cy) == pytest.approx((col_x, row_y))
+            elif name == "chain_reaction":  # "r,c"
+                r, c = text.split(",")
+                col_x = min(marks[c], key=lambda p: p[1])[0]  # the label on top
+                row_y = min(marks[r], key=lambda p: p[0])[1]  # the label on the left
+                assert (cx, cy) == pytest.approx((col_x, row_y))
+            else:  # "h r c" / "v r c": dots labelled by row (left) and column (top)
+                kind, r, c = text.split()
+                top = min(p[1] for ps in marks.values() for p in ps)
+                left = min(p[0] for ps in marks.values() for p in ps)
+                x = next(p[0] for p in marks[c] if p[1] == top)
+                y = next(p[1] for p in marks[r] if p[0] == left)
+                if kind == "h":
+                    x2 = next(p[0] for p in marks[str(int(c) + 1)] if p[1] == top)
+                    assert (cx, cy) == pytest.approx(((x + x2) / 2, y))
+                else:
+                    y2 = next(p[1] for p in marks[str(int(r) + 1)] if p[0] == left)
+                    assert (cx, cy) == pytest.approx((x, (y + y2) / 2))
+
+
+def hex_rgb(colour: str) -> np.ndarray:
+    return np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+
+
+def test_png_shows_the_pieces_in_their_colours(tmp_path):
+    game = games.make("connect4")
+    state = game.init(jax.random.key(0))
+    for column in (3, 3, 0):  # red d1, yellow d2, red a1
+        state = game.checked_step(state, column)
+    path = tmp_path / "c4.png"
+    data = svg.to_png(game, state, path=str(path))
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and path.read_bytes() == data
+    pic = svg.picture(game, state)
+    image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB")).astype(int)
+    assert image.shape == (round(pic.height), round(pic.width), 3)
+    discs = {  # disc centres in the picture, by fill colour
+        (round(s.geom[1]), round(s.geom[0])): s.fill for s in pic.shapes if s.kind == "circle"
+    }
+    rows = sorted({y for y, _ in discs})
+    cols = sorted({x for _, x in discs})
+    expect = {(rows[-1], cols[3]): 0, (rows[-2], cols[3]): 1, (rows[-1], cols[0]): 0}
+    for (y, x), player in expect.items():
+        colour = hex_rgb(svg.COLOURS["connect4"][player])
+        assert np.abs(image[y + 8, x + 8] - colour).max() < 40, (y, x, image[y + 8, x + 8])
+    empty = image[rows[0] + 8, cols[0] + 8]
+    assert min(np.abs(empty - hex_rgb(c)).max() for c in svg.COLOURS["connect4"]) > 60
+
+
+def test_bad_calls_are_refused():
+    game = games.make("tictactoe")
+    with pytest.raises(ValueError, match="needs a state or a board"):
+        svg.to_svg(game)
+
+
+# ----------------------------------------------------------------------------- replays
+
+
+def test_replay_gif_has_a_frame_per_move_and_chain_level(tmp_path):
+    replay = load_script("replay")
+    out = tmp_path / "ttt.gif"
+    replay.main(["--game", "tictactoe", "--moves", "5 1 9 3 2 8 7", "--out", str(out)])
+    assert Image.open(out).n_frames == 8  # the start and seven moves
+
+    game = games.make("chain_reaction", rows=3, cols=3)
+    # Red 1,1 twice: the corner reaches its critical mass of 2 and explodes on the third move.
+    moves = ["1,1", "3,3", "1,1"]
+    state, actions = game.init(jax.random.key(0)), []
+    for text in moves:
+        actions.append(game.parse_action(text, state))
+        state = game.checked_step(state, actions[-1])
+    pictures = replay.frames(game, actions, svg.PLAYERS[game.name], 40.0)
+    finals = [final for _, final in pictures]
+    assert finals == [True, True, True, False, True]  # one level before the last move settles
+    folder = tmp_path / "frames"
+    replay.main(
+        [
+            "--game",
+            "chain_reaction",
+            "--rows",
+            "3",
+            "--cols",
+            "3",
+            "--moves",
+            " ".join(moves),
+            "--out",
+            str(folder),
+        ]
+    )
+    files = sorted(folder.glob("frame_*.svg"))
+    assert len(files) == 5
+    exploding = parse(files[3].read_text())
+    assert count(exploding, "circle", fill="#f1c40f") == 1  # the unstable corner, highlighted
+    assert "3. Red 1,1" in files[3].read_text()
+
+
+def test_replay_dots_and_boxes_moves_separated_by_semicolons(tmp_path):
+    replay = load_script("replay")
+    out = tmp_path / "db"
+    replay.main(
+        ["--game", "dots_and_boxes", "--moves", "h 1 1; v 1 1; h 2 1; v 1 2", "--out", str(out)]
+    )
+    last = parse(sorted(out.glob("*.svg"))[-1].read_text())
+    assert count(last, "circle", fill=svg.COLOURS["dots_and_boxes"][1]) == 1  # Blue's box
+
+
+def test_replay_refuses_an_illegal_move(tmp_path, capsys):
+    replay = load_script("replay")
+    with pytest.raises(SystemExit):
+        replay.main(["--game", "tictactoe", "--moves", "5 5", "--out", str(tmp_path / "x.gif")])
+    err = capsys.readouterr().err
+    assert "move 2" in err and "Legal moves: 1, 2, 3, 4, 6, 7, 8, 9" in err
+
+
+def test_replay_from_a_saved_record(tmp_path):
+    replay = load_script("replay")
+    record = tmp_path / "game.json"
+    record.write_text(json.dumps({"game": "othello", "kwargs": {"size": 6}, "moves": ["c2"]}))
+    replay.main(["--record", str(record), "--out", str(tmp_path / "o")])
+    first, second = sorted((tmp_path / "o").glob("*.svg"))
+    black = svg.COLOURS["othello"][0]
+    assert count(parse(first.read_text()), "circle", fill=black) == 2
+    assert count(parse(second.read_text()), "circle", fill=black) == 4  # placed one, flipped one
+
+
+# ----------------------------------------------------------------------------- curves
+
+
+def test_plot_groups_fields_and_writes_a_png(tmp_path):
+    plot = load_script("plot")
+    rows = [
+        {
+            "iteration": i + 1,
+            "train/loss": 2.0 / (i + 1),
+            "train/value_loss": 1.0 / (i + 1),
+            "eval/random/win_rate": i / 10,
+            "eval/random/losses": 10 - i,
+            "positions_per_second": 1000.0 + i,
+            "elo": 10.0 * i,
+            "note": "text is skipped",
+            "flag": True,
+        }
+        for i in range(10)
+    ]
+    lines = [json.dumps(r) for r in rows] + [json.dumps({"iteration": 10, "final": True})]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + '\n{"iteration": 11, "train/lo')
+    _, xs, series = plot.numeric_series(plot.read_metrics(tmp_path / "metrics.jsonl")[:10])
+    assert xs == [float(i + 1) for i in range(10)]
+    assert "note" not in series and "flag" not in series
+    groups = dict(plot.panels(series))
+    assert groups["Losses"] == ["train/loss", "train/value_loss"]
+    assert groups["Win rates and scores"] == ["eval/random/win_rate"]
+    assert groups["Elo"] == ["elo"] and groups["Throughput"] == ["positions_per_second"]
+    assert any("eval/random/losses" in names for t, names in groups.items() if t != "Losses")
+    out = plot.plot(str(tmp_path))
+    assert out == tmp_path / "metrics.png"
+    assert Image.open(out).size[0] > 1000
+
+
+def test_plot_names_a_bad_line(tmp_path):
+    plot = load_script("plot")
+    (tmp_path / "metrics.jsonl").write_text('{"loss": 1}\nnot json\n{"loss": 0.5}\n')
+    with pytest.raises(ValueError, match=re.escape("metrics.jsonl:2 is not JSON")):
+        plot.plot(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"no metrics\.jsonl"):
+        plot.plot(str(tmp_path / "missing"))
