@@ -70,12 +70,86 @@ def critical_mass(rows: int, cols: int) -> np.ndarray:
 
 
 def _explode(xp: ModuleType, board: Array, mass: Array) -> Array:
-    """One level on a board signed from the mover's view (mover positive): every cell at or
-    above critical mass explodes; receiving cells become the mover's. Works for numpy and jnp."""
+    """One level on boards [..., rows, cols] signed from the mover's view (mover positive): every
+    cell at or above critical mass explodes and the cells receiving orbs become the mover's.
+    Written once for numpy (`chain_levels`) and jax.numpy (`step`)."""
     fire = (board >= mass).astype(board.dtype)
-    padded = xp.pad(fire, 1)
-    incoming = padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:]
+    p = xp.pad(fire, [(0, 0)] * (board.ndim - 2) + [(1, 1), (1, 1)])
+    incoming = p[..., :-2, 1:-1] + p[..., 2:, 1:-1] + p[..., 1:-1, :-2] + p[..., 1:-1, 2:]
     return xp.where(incoming > 0, xp.abs(board) + incoming, board) - mass * fire
+
+
+def _unstable(board: Array, mass: Array) -> Array:
+    """Whether boards [..., rows, cols] (mover positive) explode further: a cell is at critical
+    mass and the opponent still has orbs (before the opponent places, nothing can explode)."""
+    return jnp.any(board >= mass, axis=(-2, -1)) & jnp.any(board < 0, axis=(-2, -1))
+
+
+def _resolve(board: Array, mass: Array, cap: int) -> Array:
+    """Explode one board [rows, cols] (mover positive) level by level until it settles."""
+
+    def body(carry: tuple[Array, Array]) -> tuple[Array, Array]:
+        board, level = carry
+        return _explode(jnp, board, mass), level + 1
+
+    def cond(carry: tuple[Array, Array]) -> Array:
+        board, level = carry
+        return _unstable(board, mass) & (level < cap)
+
+    return jax.lax.while_loop(cond, body, (board, jnp.int32(0)))[0]
+
+
+# Batched resolution (the vmap rule of `_resolve`). Under a plain vmap a while_loop runs every
+# board until the slowest one settles, yet most moves explode nothing and few chains pass two
+# levels (5x5 random play: 14% of moves reach a second level, 9% a third, while a batch of 4096
+# waits 17 levels on average). On the CPU the batch therefore runs _WARMUP levels, then hands its
+# still-unstable boards to a batch of 1/_SHRINK the size (in as many rounds as needed), and so on
+# down to _SMALL boards, which run to the end: 2.8x the steps/s of the plain loop (5x5, batch
+# 4096, 2 cores). Accelerators run the plain loop, whose cheap levels beat the extra launches.
+_WARMUP, _SHRINK, _SMALL = 2, 8, 64
+
+
+def _resolve_batched(
+    board: Array, level: Array, mass: Array, cap: int, compact: bool
+) -> tuple[Array, Array]:
+    """`_resolve` over boards [S, rows, cols] and their level counts [S]."""
+    size = board.shape[0]
+    compact = compact and size > _SMALL
+
+    def live(board: Array, level: Array) -> Array:
+        return _unstable(board, mass) & (level < cap)
+
+    def explode(carry: tuple[Array, Array, Array, Array]) -> tuple[Array, Array, Array, Array]:
+        board, level, alive, steps = carry
+        board = jnp.where(alive[:, None, None], _explode(jnp, board, mass), board)
+        level = level + alive
+        return board, level, live(board, level), steps + 1
+
+    limit = _WARMUP if compact else cap
+    start = (board, level, live(board, level), jnp.int32(0))
+    board, level, alive, _ = jax.lax.while_loop(
+        lambda c: jnp.any(c[2]) & (c[3] < limit), explode, start
+    )
+    if not compact:
+        return board, level
+    part = size // _SHRINK
+
+    def hand_over(carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
+        board, level, alive = carry
+        idx = jnp.flatnonzero(alive, size=part, fill_value=size)  # `size` marks no board
+        sub_board, sub_level = _resolve_batched(
+            board.at[idx].get(mode="fill", fill_value=0),
+            level.at[idx].get(mode="fill", fill_value=0),
+            mass,
+            cap,
+            compact,
+        )
+        board = board.at[idx].set(sub_board, mode="drop")
+        level = level.at[idx].set(sub_level, mode="drop")
+        return board, level, live(board, level)
+
+    board, level, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), hand_over, (board, level, alive))
+    return board, level
 
 
 class ChainReaction(Game):
@@ -98,6 +172,10 @@ class ChainReaction(Game):
         self.num_actions = n
         self.observation_shape = (self.rows, self.cols, 8)
         self.max_game_length = self.capacity + 1
+        self._resolve = jax.custom_batching.custom_vmap(
+            functools.partial(_resolve, mass=self.mass, cap=self.max_chain_levels)
+        )
+        self._resolve.def_vmap(self._resolve_vmap)
 
     # -- pure functions ------------------------------------------------------------------
 
@@ -112,27 +190,13 @@ class ChainReaction(Game):
         )
 
     def _apply(self, state: State, action: Array) -> State:
-        mass = jnp.asarray(self.mass)
         sign = (1 - 2 * state.current_player).astype(jnp.int8)
         board = state.board * sign  # the mover's orbs positive
         # The opponent has placed iff the board is not empty before the mover's move (player 0
         # moves first, the turn always passes), so both have placed once this move is made.
         opponent_placed = jnp.any(board != 0)
         placed = jnp.arange(self.num_actions, dtype=jnp.int32).reshape(self.rows, self.cols)
-        board = board + (placed == action).astype(jnp.int8)
-
-        def live(board: Array, level: Array) -> Array:
-            # Before the opponent places, the board holds one orb and nothing can explode.
-            unstable = jnp.any(board >= mass) & jnp.any(board < 0)
-            return unstable & (level < self.max_chain_levels)
-
-        def body(carry: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
-            board, level, _ = carry
-            board = _explode(jnp, board, mass)
-            return board, level + 1, live(board, level + 1)
-
-        start = (board, jnp.int32(0), live(board, jnp.int32(0)))
-        board, _, _ = jax.lax.while_loop(lambda carry: carry[2], body, start)
+        board = self._resolve(board + (placed == action).astype(jnp.int8))
         won = opponent_placed & ~jnp.any(board < 0)
         rewards = jnp.where(jnp.arange(2) == state.current_player, 1.0, -1.0) * won
         return State(
@@ -142,6 +206,20 @@ class ChainReaction(Game):
             rewards=rewards.astype(jnp.float32),
             board=board * sign,
         )
+
+    def _resolve_vmap(
+        self, axis_size: int, in_batched: list[bool], board: Array
+    ) -> tuple[Array, bool]:
+        del in_batched  # one argument: the rule only runs when it is batched
+        level = jnp.zeros(axis_size, jnp.int32)
+        mass, cap = jnp.asarray(self.mass), self.max_chain_levels
+        board, _ = jax.lax.platform_dependent(
+            board,
+            level,
+            cpu=functools.partial(_resolve_batched, mass=mass, cap=cap, compact=True),
+            default=functools.partial(_resolve_batched, mass=mass, cap=cap, compact=False),
+        )
+        return board, True
 
     def observe(self, state: State) -> Array:
         """Planes: own cells with 1, 2, 3 orbs; opponent cells with 1, 2, 3 orbs; own cells one
