@@ -50,14 +50,12 @@ def test_random_games_match_openspiel(game, spiel):
     assert compared > 500 * 7
 
 
-def test_boards_observations_and_every_line_match_openspiel(game, spiel):
-    """Board, observation planes and the winning line of each finished game, every ply."""
-    batch = 400
+def test_boards_and_observations_match_openspiel(game, spiel):
+    """Our board and observation planes against OpenSpiel's printed board, every ply."""
+    batch = 200
     actions, states = random_trajectories(game, jax.random.key(11), batch, 42)
     actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
-    observe = jax.jit(jax.vmap(jax.vmap(game.observe)))
-    obs = np.asarray(observe(states))
-    won_lines = set()
+    obs = np.asarray(jax.jit(jax.vmap(jax.vmap(game.observe)))(states))
     for b in range(batch):
         ref = spiel.new_initial_state()
         for t in range(43):
@@ -68,16 +66,60 @@ def test_boards_observations_and_every_line_match_openspiel(game, spiel):
             np.testing.assert_array_equal(obs[t, b, ..., 0], board == sign)
             np.testing.assert_array_equal(obs[t, b, ..., 1], board == -sign)
             if ref.is_terminal():
-                full = [i for i, line in enumerate(LINES) if abs(sum(board[p] for p in line)) == 4]
-                # A decided game shows a line of the winner's colour; a draw fills the board.
-                winner = np.sign(ref.returns()[0])
-                assert all(np.sign(sum(board[p] for p in LINES[i])) == winner for i in full)
-                assert bool(full) == (winner != 0) and (winner != 0 or board.all())
-                won_lines.update(full)
                 break
             ref.apply_action(int(actions[t, b]))
-    # Random play completes lines in every direction and across every column boundary.
-    assert len(won_lines) >= 60, sorted(won_lines)
+
+
+def _win_along(line, winner: int, spiel, rng) -> list[int]:
+    """OpenSpiel moves of a game that `winner` wins by completing `line` (and no other).
+
+    Moves off the line avoid ending the game where they can, so high lines are reached too.
+    """
+    for _ in range(200):
+        ref, heights = spiel.new_initial_state(), [0] * COLS
+        while not ref.is_terminal():
+            # The line's cells that a disc dropped now would fill.
+            ready = [c for r, c in line if r == ROWS - 1 - heights[c]]
+            others = [a for a in ref.legal_actions() if a not in ready]
+            quiet = [a for a in others if not ref.child(a).is_terminal()]
+            if ref.current_player() == winner and ready and rng.random() < 0.5:
+                action = int(rng.choice(ready))
+            else:
+                action = int(rng.choice(quiet or others or ready))
+            ref.apply_action(action)
+            heights[action] += 1
+        board = _spiel_board(ref)
+        sign = 1 if winner == 0 else -1
+        complete = [i for i, other in enumerate(LINES) if all(board[p] == sign for p in other)]
+        if ref.returns()[winner] == 1 and complete == [LINES.index(line)]:
+            return ref.history()
+    raise AssertionError(f"no game found that completes {line}")
+
+
+def test_every_line_wins_for_either_player(game, spiel):
+    """For each of the 69 lines and each player, a game won by completing exactly that line."""
+    rng = np.random.default_rng(0)
+    histories = [_win_along(line, winner, spiel, rng) for line in LINES for winner in (0, 1)]
+    padded = np.zeros((len(histories), 42), np.int32)  # moves after the end are no-ops
+    for i, history in enumerate(histories):
+        padded[i, : len(history)] = history
+
+    @jax.jit
+    def play(actions):
+        def body(states, a):
+            states = jax.vmap(game.step)(states, a)
+            return states, (states.terminated, states.rewards)
+
+        first = jax.vmap(game.init)(jax.random.split(jax.random.key(0), actions.shape[0]))
+        return jax.lax.scan(body, first, actions.T)[1]
+
+    terminated, rewards = map(np.asarray, play(padded))
+    for i, history in enumerate(histories):
+        winner = i % 2
+        ply = len(history) - 1
+        assert not terminated[:ply, i].any() and terminated[ply, i], history
+        expected = [1.0, -1.0] if winner == 0 else [-1.0, 1.0]
+        np.testing.assert_array_equal(rewards[ply, i], expected, err_msg=str(history))
 
 
 def test_perft_matches_openspiel(game, spiel):
