@@ -1,0 +1,281 @@
+"""The mctx search over the games: legality everywhere in the tree, tactics with a uniform net.
+
+Positions come from random play; which moves win or block is decided by plain-Python
+checkers written here (independent of the games' jax rules) or, for Dots and Boxes, by a
+hand-built position whose answer is worked out in the comments.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import index, random_trajectories
+
+import games
+from azjax.search import SearchConfig, run_search, search_tree
+
+ALGORITHMS = ("gumbel", "puct")
+# Every game, at small sizes where the game has them (compilation is what costs here).
+ALL_GAMES = [
+    ("tictactoe", {}),
+    ("connect4", {}),
+    ("othello", {"size": 6}),
+    ("dots_and_boxes", {"rows": 2, "cols": 2}),
+    ("chain_reaction", {"rows": 3, "cols": 3}),
+]
+
+
+def uniform_evaluator(params, states, key):
+    """Uniform prior, value 0: the search alone must find the tactics."""
+    del params, key
+    batch, num_actions = states.legal_action_mask.shape
+    return jnp.zeros((batch, num_actions)), jnp.zeros(batch)
+
+
+def adversarial_evaluator(params, states, key):
+    """Random values and priors that strongly prefer illegal actions."""
+    del params
+    logit_key, value_key = jax.random.split(key)
+    legal = states.legal_action_mask
+    noise = jax.random.normal(logit_key, legal.shape)
+    logits = jnp.where(legal, noise, 8.0 + noise)
+    return logits, jax.random.uniform(value_key, legal.shape[:1], minval=-1.0, maxval=1.0)
+
+
+def stack_states(states):
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+def live_positions(game, num, seed=0, length=None):
+    """`num` distinct non-terminal positions reached by random play, at varied plies."""
+    length = length or game.max_game_length
+    _, states = random_trajectories(game, jax.random.key(seed), num, length)
+    states = jax.tree.map(np.asarray, states)
+    rng = np.random.default_rng(seed)
+    picked = []
+    for b in range(num):
+        live = np.flatnonzero(~states.terminated[:, b])
+        picked.append(index(states, int(rng.choice(live)), b))
+    return stack_states(picked)
+
+
+@functools.cache
+def tree_search_fn(game, algorithm, simulations):
+    config = SearchConfig(algorithm=algorithm, num_simulations=simulations)
+    return jax.jit(
+        lambda states, key: search_tree(game, adversarial_evaluator, None, states, key, config)
+    )
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("name,kwargs", ALL_GAMES, ids=[g[0] for g in ALL_GAMES])
+def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
+    game = games.make(name, **kwargs)
+    states = live_positions(game, 6, seed=1)
+    out, tree = tree_search_fn(game, algorithm, 24)(states, jax.random.key(2))
+    out, tree = jax.tree.map(np.asarray, (out, tree))
+    legal = np.asarray(states.legal_action_mask)
+    assert legal[np.arange(6), out.action].all(), "an illegal move was chosen"
+    assert (out.policy[~legal] == 0).all()
+    np.testing.assert_allclose(out.policy.sum(-1), 1.0, rtol=1e-5)
+
+    expanded = tree.node_visits > 0  # [B, nodes]
+    node_legal = tree.embeddings.legal_action_mask  # [B, nodes, A]
+    node_done = tree.embeddings.terminated
+    visited = tree.children_visits > 0  # [B, nodes, A]
+    live = expanded & ~node_done
+    assert live.sum() > 6, "the search never went below the root"
+    # Interior nodes of live positions only ever visit legal actions.
+    assert not (visited & ~node_legal & live[..., None]).any(), "an illegal action was searched"
+    # Edges: discount 0 into terminal states (and below them), +1 when the mover repeats, else -1.
+    child = tree.children_index  # -1 where unexpanded
+    has_child = child >= 0
+    b_idx = np.arange(6)[:, None, None]
+    child_done = node_done[b_idx, np.maximum(child, 0)]
+    child_player = tree.embeddings.current_player[b_idx, np.maximum(child, 0)]
+    parent_player = tree.embeddings.current_player[..., None]
+    expected = np.where(child_done, 0.0, np.where(child_player == parent_player, 1.0, -1.0))
+    np.testing.assert_array_equal(tree.children_discounts[has_child], expected[has_child])
+    # Below a terminal node nothing happens: reward 0 (its value stays 0).
+    below_terminal = has_child & node_done[..., None]
+    assert (tree.children_rewards[below_terminal] == 0).all()
+
+
+# ----------------------------------------------------------------------------- tactics
+
+
+@functools.cache
+def uniform_search_fn(game, algorithm, simulations):
+    config = SearchConfig(algorithm=algorithm, num_simulations=simulations)
+    return jax.jit(
+        lambda states, key: run_search(
+            game, uniform_evaluator, None, states, key, config, explore=False
+        )
+    )
+
+
+def ttt_winning_cells(cells, sign):
+    lines = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+    out = set()
+    for line in lines:
+        values = [cells[i] for i in line]
+        if values.count(sign) == 2 and values.count(0) == 1:
+            out.add(line[values.index(0)])
+    return out
+
+
+@functools.cache
+def ttt_value(cells, sign):
+    """Plain minimax: the result for `sign` to move on a tic-tac-toe board (tuple of 9)."""
+    if ttt_winning_cells(cells, sign):
+        return 1
+    empty = [i for i in range(9) if cells[i] == 0]
+    if not empty:
+        return 0
+    return max(-ttt_value((*cells[:i], sign, *cells[i + 1 :]), -sign) for i in empty)
+
+
+def c4_landing(board, col):
+    rows = [r for r in range(6) if board[r][col] == 0]
+    return max(rows) if rows else None  # row 0 is the top
+
+
+def c4_wins(board, col, sign):
+    """Whether `sign` dropping a disc in `col` makes four in a row (plain Python)."""
+    row = c4_landing(board, col)
+    if row is None:
+        return False
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        count = 1
+        for s in (1, -1):
+            r, c = row + s * dr, col + s * dc
+            while 0 <= r < 6 and 0 <= c < 7 and board[r][c] == sign:
+                count += 1
+                r, c = r + s * dr, c + s * dc
+        if count >= 4:
+            return True
+    return False
+
+
+def c4_play(board, col, sign):
+    board = [list(r) for r in board]
+    board[c4_landing(board, col)][col] = sign
+    return board
+
+
+def tactical_positions(game, kind, count, seed):
+    """(states, answers): positions where the mover can win at once ("win") or must block
+    the opponent's only immediate win ("block"); answers are the correct moves (sets)."""
+    _, states = random_trajectories(game, jax.random.key(seed), 256, game.max_game_length)
+    states = jax.tree.map(np.asarray, states)
+    found, answers = [], []
+    for t in range(states.terminated.shape[0]):
+        for b in range(states.terminated.shape[1]):
+            state = index(states, t, b)
+            if state.terminated or len(found) == count:
+                continue
+            sign = 1 if int(state.current_player) == 0 else -1
+            board = np.asarray(game.board(state)).tolist()
+            if game.name == "tictactoe":
+                cells = tuple(v for row in board for v in row)
+                mine, theirs = ttt_winning_cells(cells, sign), ttt_winning_cells(cells, -sign)
+                if kind == "block" and not mine and len(theirs) == 1:
+                    (cell,) = theirs
+                    # Only positions where the block does not lose anyway: it is the one good move.
+                    if -ttt_value((*cells[:cell], sign, *cells[cell + 1 :]), -sign) < 0:
+                        continue
+            else:
+                legal = [c for c in range(7) if c4_landing(board, c) is not None]
+                mine = {c for c in legal if c4_wins(board, c, sign)}
+                theirs = {c for c in legal if c4_wins(board, c, -sign)}
+                if kind == "block" and not mine and len(theirs) == 1:
+                    (col,) = theirs
+                    after = c4_play(board, col, sign)
+                    if any(
+                        c4_wins(after, c, -sign)
+                        for c in range(7)
+                        if c4_landing(after, c) is not None
+                    ):
+                        continue  # the block is refuted at once; not a clean test
+            answer = mine if kind == "win" else (theirs if not mine and len(theirs) == 1 else None)
+            if answer:
+                found.append(state)
+                answers.append(answer)
+    assert len(found) == count, f"only {len(found)} {kind} positions found"
+    return stack_states(found), answers
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("kind", ["win", "block"])
+@pytest.mark.parametrize("name,simulations", [("tictactoe", 128), ("connect4", 256)])
+def test_uniform_net_finds_immediate_win_and_blocks_immediate_loss(
+    name, simulations, kind, algorithm
+):
+    game = games.make(name)
+    states, answers = tactical_positions(game, kind, 8, seed=3)
+    out = uniform_search_fn(game, algorithm, simulations)(states, jax.random.key(0))
+    chosen = np.asarray(out.action).tolist()
+    wrong = [(i, c, a) for i, (c, a) in enumerate(zip(chosen, answers, strict=True)) if c not in a]
+    assert not wrong, f"(position, chosen, correct): {wrong}"
+    if kind == "win":
+        # The root value approaches the win (+1) seen through the terminal reward.
+        assert (np.asarray(out.root_value) > 0.3).all()
+
+
+def test_dots_and_boxes_takes_the_chain_on_repeated_turns():
+    """One row of three boxes. Every top and bottom line and the left end are drawn:
+
+        +---+---+---+
+        |   .   .   .      lines 7, 8, 9 (the verticals right of boxes 0, 1, 2) are open
+        +---+---+---+
+
+    Drawing 7 closes box 0 and keeps the turn, then 8 closes box 1, then 9 closes box 2: the
+    mover wins 3-0 through two +1 discounts. Drawing 8 or 9 first closes nothing and hands the
+    whole chain to the opponent. With a wrong discount sign on repeated turns the search
+    would value 7 at -1 and avoid it.
+    """
+    game = games.make("dots_and_boxes", rows=1, cols=3)
+    assert game.num_actions == 10
+    state = game.init(jax.random.key(0))
+    for action in [0, 1, 2, 3, 4, 5, 6]:
+        state = game.checked_step(state, action)
+    assert game.legal_actions(state) == [7, 8, 9]
+    assert int(state.scores.sum()) == 0
+    states = stack_states([state] * 2)
+    for algorithm in ALGORITHMS:
+        out = uniform_search_fn(game, algorithm, 48)(states, jax.random.key(1))
+        assert np.asarray(out.action).tolist() == [7, 7], algorithm
+        # The policy target agrees (the Gumbel root value averages every considered action's
+        # visits, so it says less here).
+        assert (np.asarray(out.policy[:, 7]) > 0.5).all(), algorithm
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_exploring_search_still_prefers_the_win_and_samples_legal_moves(algorithm):
+    game = games.make("tictactoe")
+    states, answers = tactical_positions(game, "win", 8, seed=4)
+    config = SearchConfig(algorithm=algorithm, num_simulations=64)
+    fn = jax.jit(lambda s, k: run_search(game, uniform_evaluator, None, s, k, config, explore=True))
+    hits, legal = 0, np.asarray(states.legal_action_mask)
+    for seed in range(4):
+        out = fn(states, jax.random.key(seed))
+        action = np.asarray(out.action)
+        assert legal[np.arange(8), action].all()
+        hits += sum(int(a in ans) for a, ans in zip(action.tolist(), answers, strict=True))
+        # The policy target puts most mass on winning moves.
+        win_mass = [float(sum(out.policy[i, a] for a in ans)) for i, ans in enumerate(answers)]
+        assert np.mean(win_mass) > 0.5
+    assert hits > 16, hits  # sampled moves: most but not necessarily all are the win
+
+
+def test_config_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match="'ucb'"):
+        SearchConfig(algorithm="ucb")
+    with pytest.raises(ValueError, match="num_simulations"):
+        SearchConfig(num_simulations=0)
+    with pytest.raises(ValueError, match="temperature"):
+        SearchConfig(temperature=0.0)
