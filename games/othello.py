@@ -155,20 +155,38 @@ class Othello(Game):
 
     # -- rules ------------------------------------------------------------------------------
 
-    def _start_discs(self) -> np.ndarray:
-        """uint32[2, 2] discs of the standard start (White on the top-left centre cell)."""
-        discs = np.zeros((2, 2), np.uint32)
-        h = self.size // 2
-        for row, col, player in ((h - 1, h - 1, 1), (h - 1, h, 0), (h, h - 1, 0), (h, h, 1)):
-            word, bit = _cell_word_and_bit(row, col)
-            discs[player, word] |= np.uint32(1 << bit)
-        return discs
-
     def init(self, key: Array) -> State:
         del key
-        discs = jnp.asarray(self._start_discs())
-        black, white = (discs[0, 0], discs[0, 1]), (discs[1, 0], discs[1, 1])
-        return self._position(jnp.int32(0), black, white)
+        h = self.size // 2
+        board = np.zeros((self.size, self.size), np.int32)
+        board[h - 1 : h + 1, h - 1 : h + 1] = [[-1, 1], [1, -1]]  # White on d4 and e5 (8x8)
+        return self.from_board(board, 0)
+
+    def from_board(self, board: Array, player: Array | int) -> State:
+        """The state with `player` to move on a signed [size, size] board (Black positive), as
+        when set up by hand; the pass and end rules apply as after a move, rewards are zero."""
+        if tuple(np.shape(board)) != (self.size, self.size):
+            raise ValueError(
+                f"expected a {self.size}x{self.size} Othello board, got shape {np.shape(board)}"
+            )
+        cells = jnp.asarray(board).reshape(-1)
+        bit = jnp.uint32(1) << jnp.asarray(self._cell_bit)
+        in_odd_row = jnp.asarray(self._cell_word) == 1
+        zero = jnp.uint32(0)
+
+        def bitboard(owned: Array) -> Bits:
+            # Distinct bits, so their sum is their union.
+            set_bits = jnp.where(owned, bit, zero)
+            return (
+                jnp.sum(jnp.where(in_odd_row, zero, set_bits), dtype=jnp.uint32),
+                jnp.sum(jnp.where(in_odd_row, set_bits, zero), dtype=jnp.uint32),
+            )
+
+        player = jnp.asarray(player, jnp.int32)
+        mover_sign = jnp.where(player == 0, 1, -1)
+        mine, theirs = bitboard(cells * mover_sign > 0), bitboard(cells * mover_sign < 0)
+        state = self._position(player, mine, theirs)
+        return state.replace(rewards=jnp.zeros(2, jnp.float32))
 
     def _position(self, mover: Array, mine: Bits, theirs: Bits) -> State:
         """The state with `mover` (owning `mine`) to play, applying the pass and end rules."""

@@ -19,6 +19,8 @@ GAME_CONFIGS: list[tuple[str, dict]] = [
     ("dots_and_boxes", {}),
     ("dots_and_boxes", {"rows": 2, "cols": 3}),
     ("dots_and_boxes", {"rows": 2, "cols": 2}),
+    ("othello", {}),
+    ("othello", {"size": 6}),
     ("chain_reaction", {}),
     ("chain_reaction", {"rows": 3, "cols": 4}),
 ]
