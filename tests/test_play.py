@@ -1,0 +1,185 @@
+"""Terminal play (`azjax-play`), driven through stdin: bad input, undo, hints, whole games."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import jax
+import pytest
+
+import games
+from azjax.cli import play
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+
+
+def tictactoe_outcome(moves: list[str]) -> str:
+    """Replay Tic-Tac-Toe moves (cells 1-9, X first) by plain rules: "X", "O" or "draw".
+
+    Fails on an illegal move, a move after the end, or a game that has not ended."""
+    board = [""] * 9
+    for i, move in enumerate(moves):
+        cell = int(move) - 1
+        assert board[cell] == "", f"move {i + 1} ({move}) is on an occupied cell"
+        board[cell] = "XO"[i % 2]
+        won = any(board[a] == board[b] == board[c] == board[cell] for a, b, c in LINES)
+        if won or all(board):
+            assert i == len(moves) - 1, "moves after the end of the game"
+            return board[cell] if won else "draw"
+    raise AssertionError(f"the game {moves} has not ended")
+
+
+def drive(game_name: str, opponent: str, human: int, lines: str, seed: int = 0, **kwargs):
+    game = games.make(game_name, **kwargs)
+    session = play.Session(game, opponent, human, seed)
+    out = io.StringIO()
+    result = play.run(session, io.StringIO(lines), out, echo=True)
+    return session, result, out.getvalue()
+
+
+def agent_moves(text: str) -> list[str]:
+    return re.findall(r"plays (\S+(?: \S+ \S+)?)\n", text)
+
+
+def test_bad_input_is_explained_and_the_game_goes_on():
+    session, result, out = drive("tictactoe", "random", 0, "foo\n0\n5\n5\nquit\n")
+    assert result is None  # quit
+    assert "'foo' is not a move in tictactoe: expected a cell number 1-9" in out
+    assert "Cells are numbered 1-9" in out
+    reply = agent_moves(out)
+    assert len(reply) == 1 and reply[0] != "5"
+    legal = ", ".join(str(c) for c in range(1, 10) if str(c) not in ("5", reply[0]))
+    assert f"'5' is not legal here. Legal moves: {legal}." in out
+    assert [p.notation for p in session.plies] == ["5", reply[0]]
+
+
+def test_undo_goes_back_to_the_human_turn():
+    session, _, out = drive("tictactoe", "random", 0, "undo\n5\nundo\n1\nquit\n")
+    assert "Nothing to undo." in out
+    assert "Taken back to your previous turn." in out
+    assert [p.by for p in session.plies] == ["human", "agent"]
+    assert session.plies[0].notation == "1"  # the 5 was taken back with the agent's reply
+    board = [int(v) for v in games.make("tictactoe").board(session.state).flat]
+    assert board.count(1) == 1 and board.count(-1) == 1 and board[4] == 0
+
+
+def test_undo_as_second_player_keeps_the_agent_opening():
+    game = games.make("tictactoe")
+    session = play.Session(game, "random", 1, seed=4)
+    opening = session.reply()[0].notation
+    mine = next(str(c) for c in range(1, 10) if str(c) != opening)
+    out = io.StringIO()
+    play.run(session, io.StringIO(f"{mine}\nundo\nquit\n"), out, echo=True)
+    assert "Taken back to your previous turn." in out.getvalue()
+    assert [p.notation for p in session.plies] == [opening]
+    assert session.human_to_move
+    assert session.undo() is False  # nothing of ours left to take back
+
+
+def test_full_game_to_the_end_matches_plain_rules():
+    # Try every cell in turn: illegal tries are refused, legal ones played, until the end.
+    lines = "\n".join(str(c) for c in itertools.islice(itertools.cycle(range(1, 10)), 60))
+    session, result, out = drive("tictactoe", "random", 0, lines + "\n", seed=3)
+    moves = out.split("Moves: ")[1].split()
+    assert moves == [p.notation for p in session.plies]
+    winner = tictactoe_outcome(moves)
+    expected = {"X": "win", "O": "loss", "draw": "draw"}[winner]
+    assert result == expected
+    assert {"win": "You win.", "loss": "You lose.", "draw": "Draw."}[expected] in out
+    assert moves[1::2] == agent_moves(out)
+
+
+def test_dots_and_boxes_repeated_turns_to_the_end():
+    game = games.make("dots_and_boxes", rows=2, cols=2)
+    notation = [game.format_action(a) for a in range(game.num_actions)]
+    lines = "\n".join(notation * 3) + "\n"
+    session, result, _ = drive("dots_and_boxes", "random", 1, lines, seed=5, rows=2, cols=2)
+    assert session.over and result in ("win", "loss", "draw")
+    assert len(session.plies) == game.num_actions  # every line drawn once
+    assert sorted(p.action for p in session.plies) == list(range(game.num_actions))
+    boxes = game.board(session.state)[1::2, 1::2]
+    human = int((boxes < 0).sum()) - int((boxes > 0).sum())  # the human is player 1
+    assert result == ("win" if human > 0 else "loss" if human < 0 else "draw")
+
+
+def test_hint_lists_legal_moves_with_shares_and_a_value():
+    session, _, out = drive("tictactoe", "random", 0, "5\nhint\nquit\n", seed=1)
+    line = next(x for x in out.splitlines() if "Hint from random" in x)
+    found = re.findall(r"(\d) \((\d+)%\)", line)
+    assert 1 <= len(found) <= 3
+    legal = set(map(str, range(1, 10))) - {p.notation for p in session.plies}
+    assert {m for m, _ in found} <= legal
+    assert sum(int(p) for _, p in found) <= 101
+    value = float(re.search(r"value for you ([+-]\d\.\d\d)", line).group(1))
+    assert -1.0 <= value <= 1.0
+
+
+def test_end_of_input_leaves_quietly():
+    session, result, _ = drive("connect4", "random", 0, "4\n")
+    assert result is None and len(session.plies) == 2
+
+
+def test_colour_only_when_asked():
+    game = games.make("tictactoe")
+    state = game.checked_step(game.init(jax.random.key(0)), 4)
+    assert "\x1b[" in play.draw(game, state, colour=True)
+    assert play.draw(game, state, colour=False) == game.render(state)
+
+
+def test_command_line_game_and_saved_record(tmp_path):
+    save = tmp_path / "game.json"
+    moves = "\n".join(str(c) for c in itertools.islice(itertools.cycle(range(1, 8)), 200))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "scripts/play.py",
+            "--game",
+            "connect4",
+            "--opponent",
+            "random",
+            "--as",
+            "second",
+            "--seed",
+            "2",
+            "--save",
+            str(save),
+        ],
+        input=moves + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" not in proc.stdout  # not a terminal: plain text
+    assert re.search(r"(You win\.|You lose\.|Draw\.)\nMoves: ", proc.stdout)
+    record = json.loads(save.read_text())
+    assert record["game"] == "connect4" and record["opponent"] == "random"
+    game = games.make("connect4")
+    state = game.init(jax.random.key(0))
+    for move in record["moves"]:
+        state = game.checked_step(state, game.parse_action(move, state))
+    assert bool(state.terminated)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--game", "tictactoe", "--opponent", "nonsense"], "nonsense"),
+        (["--game", "othello", "--size", "7", "--opponent", "random"], "othello"),
+        (["--game", "chess", "--opponent", "random"], "invalid choice"),
+    ],
+)
+def test_command_line_refuses_bad_arguments(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        play.main(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
