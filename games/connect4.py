@@ -21,11 +21,11 @@ from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
 
 ROWS, COLS = 6, 7
 _STRIDE = ROWS + 1  # bits per column: six cells and a guard bit
-_LO_COLS = 4  # columns held in word 0
-_LO_BITS = _LO_COLS * _STRIDE  # 28: word 1 starts at bit 28 of the joint number
+_LO_COLS = 4  # columns held in the lo word
+_LO_BITS = _LO_COLS * _STRIDE  # 28: the hi word starts at bit 28 of the joint number
 _LO_MASK = np.uint32((1 << _LO_BITS) - 1)
 
-# Per column: which word holds it and the bit of its bottom and top cells in that word.
+# Per column: its word (0: lo, 1: hi) and the bits of its bottom and top cells in that word.
 _COL_WORD = np.arange(COLS) // _LO_COLS
 _COL_BOTTOM = _STRIDE * (np.arange(COLS) % _LO_COLS)
 _COL_TOP = _COL_BOTTOM + ROWS - 1
@@ -40,7 +40,7 @@ class State:
     legal_action_mask: Array  # bool[7]
     terminated: Array  # bool
     rewards: Array  # float32[2]
-    # Bitboards as separate uint32 words (word 0: columns 0-3, word 1: columns 4-6); scalar
+    # Bitboards as separate uint32 words (lo: columns 0-3, hi: columns 4-6); scalar
     # fields keep every batched word contiguous in memory.
     mine_lo: Array  # discs of the player to move
     mine_hi: Array
