@@ -1,0 +1,297 @@
+"""The browser-play JSON API (azjax/web/app.py) through Starlette's TestClient."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import xml.etree.ElementTree as ET
+
+import jax
+import jax.numpy as jnp
+import pytest
+from starlette.testclient import TestClient
+
+import games
+from azjax import agents
+from azjax.cli import play
+from azjax.web.app import MAX_BODY, create_app
+
+LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+
+
+def outcome(moves: list[str]) -> str | None:
+    """Plain Tic-Tac-Toe rules over cells 1-9: "X", "O", "draw" or None (not over)."""
+    board = [""] * 9
+    for i, move in enumerate(moves):
+        assert board[int(move) - 1] == "", f"move {i + 1} on an occupied cell"
+        board[int(move) - 1] = "XO"[i % 2]
+    for a, b, c in LINES:
+        if board[a] and board[a] == board[b] == board[c]:
+            return board[a]
+    return "draw" if all(board) else None
+
+
+def clickable(view: dict) -> list[int]:
+    root = ET.fromstring(view["svg"])
+    return sorted(int(e.get("data-action")) for e in root.iter() if e.get("data-action"))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A runs folder with one tiny Tic-Tac-Toe run (two checkpoints) and an empty folder."""
+    from azjax.checkpoint import Checkpointer
+    from azjax.config import Config, GameConfig
+    from azjax.network import NetworkConfig, init_params, make_network
+    from azjax.search import SearchConfig
+
+    root = tmp_path_factory.mktemp("runs")
+    (root / "empty").mkdir()
+    workdir = root / "group" / "ttt"
+    config = Config(
+        game=GameConfig("tictactoe"),
+        network=NetworkConfig(blocks=0, channels=4),
+        search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
+    )
+    game = config.game.make()
+    network = make_network(game, config.network)
+    saver = Checkpointer(workdir, keep=3)
+    for step in (1, 2):
+        saver.save(
+            step, init_params(network, game, jax.random.key(step)), {"s": jnp.int32(step)}, config
+        )
+    saver.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(runs):
+    with TestClient(create_app(str(runs), evaluate=False)) as c:
+        yield c
+
+
+def new_game(client, **body):
+    body = {"game": "tictactoe", "opponent": "random", **body}
+    response = client.post("/api/games", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_page_static_files_and_options(client, runs):
+    page = client.get("/")
+    assert page.status_code == 200 and '<select id="game">' in page.text
+    assert client.get("/static/app.js").status_code == 200
+    options = client.get("/api/options").json()
+    assert {g["name"] for g in options["games"]} == set(games.names())
+    othello = next(g for g in options["games"] if g["name"] == "othello")
+    assert othello["sizes"]["size"]["values"] == [6, 8]
+    assert "random" in options["baselines"] and "mcts:100" in options["baselines"]
+    assert options["runs"] == [
+        {"path": str(runs / "group" / "ttt"), "game": "tictactoe", "kwargs": {}, "steps": [1, 2]}
+    ]
+
+
+def test_a_full_game_to_the_end(client):
+    view = new_game(client, human=0, seed=7)
+    assert view["ply"] == 0 and view["to_move"] == 0 and clickable(view) == list(range(9))
+    while not view["over"]:
+        action = clickable(view)[-1]
+        response = client.post(
+            f"/api/games/{view['id']}/move", json={"action": action, "ply": view["ply"]}
+        )
+        assert response.status_code == 200, response.text
+        previous, view = view, response.json()
+        new = view["new"]
+        assert new[0] == {**new[0], "by": "human", "notation": str(action + 1), "player": 0}
+        assert all(p["by"] == "agent" and p["player"] == 1 for p in new[1:])
+        assert len(new) == 2 or (view["over"] and len(new) == 1)  # strict alternation here
+        assert view["ply"] == previous["ply"] + len(new)
+        for ply in new:  # every ply comes with a picture of its result
+            assert len(ply["frames"]) == 1 and ply["frames"][0].startswith("<svg")
+    moves = [m["notation"] for m in view["moves"]]
+    winner = outcome(moves)
+    assert winner is not None
+    assert view["result"] == {"X": "win", "O": "loss", "draw": "draw"}[winner]
+    assert clickable(view) == [] and view["to_move"] is None and view["legal"] == []
+    shown = client.get(f"/api/games/{view['id']}").json()
+    assert shown["moves"] == view["moves"] and shown["new"] == []
+
+
+def test_second_player_sees_the_agent_opening(client):
+    view = new_game(client, human=1, seed=3)
+    assert [m["by"] for m in view["moves"]] == ["agent"] and view["to_move"] == 1
+    opening = int(view["moves"][0]["notation"]) - 1
+    assert clickable(view) == [a for a in range(9) if a != opening]
+
+
+def post(client, path, body):
+    return client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ("{not json", 400, "not JSON"),
+        ("[1, 2]", 400, "expected a JSON object"),
+        ('{"opponent": "random"}', 400, "missing field 'game'"),
+        ('{"game": "tictactoe", "opponent": "random", "colour": 1}', 400, "unknown field"),
+        ('{"game": "tictactoe", "opponent": "random", "human": "first"}', 400, "must be int"),
+        ('{"game": "tictactoe", "opponent": "random", "human": true}', 400, "must be int"),
+        ('{"game": "tictactoe", "opponent": "random", "human": 2}', 400, "human must be 0"),
+        ('{"game": "chess", "opponent": "random"}', 400, "unknown game 'chess'"),
+        ('{"game": "othello", "kwargs": {"size": 7}, "opponent": "random"}', 400, "size must be"),
+        ('{"game": "othello", "kwargs": {"rows": 7}, "opponent": "random"}', 400, "unknown size"),
+        ('{"game": "othello", "kwargs": [8], "opponent": "random"}', 400, "must be dict"),
+        ('{"game": "tictactoe", "opponent": "mcts:99999"}', 400, "unknown opponent"),
+        ('{"game": "tictactoe", "opponent": "policy:/etc"}', 400, "unknown opponent"),
+    ],
+)
+def test_new_game_refuses_bad_requests(client, body, status, message):
+    response = client.post("/api/games", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status
+    assert message in response.json()["error"]
+
+
+def test_oversized_bodies_are_refused(client):
+    big = json.dumps({"game": "tictactoe", "opponent": "random", "pad": "x" * MAX_BODY})
+    response = client.post("/api/games", content=big)
+    assert response.status_code == 413 and "too large" in response.json()["error"]
+
+    def chunks():  # no Content-Length: the limit holds while reading
+        for _ in range(4):
+            yield b" " * MAX_BODY
+
+    response = client.post("/api/games", content=chunks())
+    assert response.status_code == 413 and "too large" in response.json()["error"]
+
+
+def test_unknown_ids_routes_and_methods(client):
+    for method, path in [
+        ("get", "/api/games/feedbeef"),
+        ("post", "/api/games/feedbeef/move"),
+        ("post", "/api/games/feedbeef/undo"),
+        ("post", "/api/games/feedbeef/hint"),
+    ]:
+        response = getattr(client, method)(
+            path, **({"json": {"ply": 0}} if method == "post" else {})
+        )
+        assert response.status_code == 404
+        assert "unknown or expired game id 'feedbeef'" in response.json()["error"]
+    missing = client.get("/api/nothing")
+    assert missing.status_code == 404 and "error" in missing.json()
+    wrong = client.delete("/api/games")
+    assert wrong.status_code == 405 and "error" in wrong.json()
+
+
+def test_bad_moves_stale_requests_and_finished_games(client):
+    view = new_game(client, human=0, seed=1)
+    gid = view["id"]
+    url = f"/api/games/{gid}/move"
+    assert post(client, url, {"action": 4}).status_code == 400  # no ply
+    bad = post(client, url, {"action": "5", "ply": 0})
+    assert bad.status_code == 400 and "'action' must be int" in bad.json()["error"]
+    off = post(client, url, {"action": 99, "ply": 0})
+    assert (
+        off.status_code == 400 and "Legal moves: 1, 2, 3, 4, 5, 6, 7, 8, 9" in off.json()["error"]
+    )
+    assert post(client, f"/api/games/{gid}/undo", {"ply": 0}).status_code == 409
+    view = post(client, url, {"action": 4, "ply": 0}).json()
+    taken = post(client, url, {"action": 4, "ply": view["ply"]})
+    assert taken.status_code == 400 and "not legal here" in taken.json()["error"]
+    stale = post(client, url, {"action": 0, "ply": 0})
+    assert stale.status_code == 409 and "stale" in stale.json()["error"]
+    assert post(client, f"/api/games/{gid}/hint", {"ply": 0}).status_code == 409
+    undone = post(client, f"/api/games/{gid}/undo", {"ply": view["ply"]}).json()
+    assert undone["ply"] == 0 and undone["moves"] == [] and clickable(undone) == list(range(9))
+    view = undone
+    while not view["over"]:
+        view = post(client, url, {"action": clickable(view)[0], "ply": view["ply"]}).json()
+    over = post(client, url, {"action": 0, "ply": view["ply"]})
+    assert over.status_code == 409 and "over" in over.json()["error"]
+    assert post(client, f"/api/games/{gid}/hint", {"ply": view["ply"]}).status_code == 409
+
+
+def test_games_are_independent_under_concurrent_requests(client):
+    views = [new_game(client, human=0, seed=s) for s in range(4)]
+
+    def first_move(i: int) -> dict:
+        view = views[i]
+        body = {"action": i, "ply": 0}
+        return client.post(f"/api/games/{view['id']}/move", json=body).json()
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        after = list(pool.map(first_move, range(4)))
+    for i, view in enumerate(after):
+        assert view["moves"][0] == {"player": 0, "notation": str(i + 1), "by": "human"}
+        assert view["ply"] == 2
+    untouched = new_game(client, human=0, seed=9)
+    assert client.get(f"/api/games/{untouched['id']}").json()["ply"] == 0
+
+
+def test_least_recently_used_games_expire():
+    with TestClient(create_app(None, evaluate=False, max_games=2)) as c:
+        first, second, third = (new_game(c, seed=s) for s in range(3))
+        assert c.get(f"/api/games/{first['id']}").status_code == 404
+        assert c.get(f"/api/games/{second['id']}").status_code == 200
+        assert c.get(f"/api/games/{third['id']}").status_code == 200
+
+
+def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch):
+    traces = []
+    real_make = agents.make
+
+    def counting_make(spec, game):
+        agent = real_make(spec, game)
+
+        def fn(params, state, key):
+            traces.append(spec)  # runs only while jax traces the function
+            return agent.fn(params, state, key)
+
+        return agent.replace(fn=fn)
+
+    monkeypatch.setattr(agents, "make", counting_make)
+    monkeypatch.setattr(play, "_AGENTS", {})
+    with TestClient(create_app(None, evaluate=False)) as c:
+        for seed in range(3):
+            view = new_game(c, human=1, seed=seed)
+            c.post(f"/api/games/{view['id']}/move", json={"action": clickable(view)[0], "ply": 1})
+    assert traces == ["random"]
+
+
+def test_checkpoint_opponents_and_evaluation(runs):
+    path = str(runs / "group" / "ttt")
+    with TestClient(create_app(str(runs), evaluate=True)) as c:
+        view = new_game(c, human=1, opponent=f"policy:{path}", seed=2)
+        assert view["moves"][0]["by"] == "agent"
+        evaluation = view["evaluation"]
+        assert -1.0 <= evaluation["value"] <= 1.0
+        assert {m["move"] for m in evaluation["moves"]} <= {str(c) for c in range(1, 10)}
+        assert sum(m["share"] for m in evaluation["moves"]) <= 1.0 + 1e-6
+        hint = c.post(f"/api/games/{view['id']}/hint", json={"ply": 1}).json()
+        legal = set(view["legal"])
+        assert {m["move"] for m in hint["moves"]} <= legal and -1 <= hint["value"] <= 1
+        other = c.post("/api/games", json={"game": "connect4", "opponent": f"search:{path}"})
+        assert other.status_code == 400 and "unknown opponent" in other.json()["error"]
+
+
+def test_chain_reaction_explosions_come_level_by_level(client):
+    game = games.make("chain_reaction", rows=3, cols=3)
+    view = new_game(client, game="chain_reaction", kwargs={"rows": 3, "cols": 3}, seed=0)
+    exploded = False
+    for _ in range(12):
+        if view["over"]:
+            break
+        mine = [a for a in clickable(view) if a in (0, 2, 6, 8)] or clickable(view)  # corners
+        before = view["moves"]
+        view = post(
+            client, f"/api/games/{view['id']}/move", {"action": mine[0], "ply": view["ply"]}
+        ).json()
+        state = game.init(jax.random.key(0))
+        for m in before:
+            state = game.checked_step(state, game.parse_action(m["notation"], state))
+        for ply in view["new"]:
+            levels = game.chain_levels(state, game.parse_action(ply["notation"], state))
+            assert len(ply["frames"]) == len(levels)
+            exploded |= len(levels) > 1
+            assert all("data-action" not in f for f in ply["frames"])
+            state = game.checked_step(state, game.parse_action(ply["notation"], state))
+    assert exploded
