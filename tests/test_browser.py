@@ -1,0 +1,124 @@
+"""End to end in headless Chromium: open the page, play Tic-Tac-Toe by clicking, see the result.
+
+Needs Debian's `chromium` at /usr/bin/chromium (driven by Playwright). Under `CI=true` a
+missing browser fails the test; elsewhere the test is skipped with the reason. Screenshots are
+written under the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import threading
+import time
+
+import pytest
+
+CHROMIUM = pathlib.Path("/usr/bin/chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def browser():
+    if not CHROMIUM.exists():
+        reason = f"no browser at {CHROMIUM} (apt-get install -y chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def server():
+    import uvicorn
+
+    from azjax.web.app import create_app
+
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(None, evaluate=False), host="127.0.0.1", port=port, log_level="warning"
+    )
+    instance = uvicorn.Server(config)
+    thread = threading.Thread(target=instance.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not instance.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    instance.should_exit = True
+    thread.join(timeout=10)
+
+
+def board_cells(page) -> list[str]:
+    """The marks of the nine cells as drawn: "X", "O" or "" (from the SVG)."""
+    return page.evaluate(
+        """() => {
+          const svg = document.querySelector('#board svg');
+          const cells = Array(9).fill('');
+          const size = svg.viewBox.baseVal;
+          const m = size.width / 3;
+          const at = (x, y) => Math.min(2, Math.floor(y / m)) * 3 + Math.min(2, Math.floor(x / m));
+          for (const l of svg.querySelectorAll('line[stroke="#d1495b"]'))
+            cells[at((+l.getAttribute('x1') + +l.getAttribute('x2')) / 2,
+                     (+l.getAttribute('y1') + +l.getAttribute('y2')) / 2)] = 'X';
+          for (const c of svg.querySelectorAll('circle[stroke="#2e86ab"]'))
+            cells[at(+c.getAttribute('cx'), +c.getAttribute('cy'))] = 'O';
+          return cells;
+        }"""
+    )
+
+
+def test_play_tictactoe_by_clicking(browser, server, tmp_path):
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server)
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#game", "tictactoe")
+    page.select_option("#opponent", "random")
+    page.select_option("#side", "0")
+    page.click("#new")
+    page.wait_for_selector("#board svg .move")
+    page.screenshot(path=str(tmp_path / "start.png"))
+    assert page.locator("#board .move").count() == 9
+    assert page.text_content("#status") == "Your move (X)."
+
+    for turn in range(5):
+        if page.get_attribute("#board", "data-over") == "true":
+            break
+        before = board_cells(page)
+        ply = page.get_attribute("#board", "data-ply")
+        page.locator("#board .move").first.click()
+        page.wait_for_function(
+            f"document.querySelector('#board').dataset.ply !== '{ply}'", timeout=120_000
+        )
+        page.screenshot(path=str(tmp_path / f"turn{turn}.png"))
+        after = board_cells(page)
+        added = [i for i in range(9) if before[i] != after[i]]
+        assert all(before[i] == "" for i in added), "a mark was overwritten"
+        assert sorted(after[i] for i in added) in (["X"], ["O", "X"])  # mine, and the reply
+        if page.get_attribute("#board", "data-over") != "true":
+            assert len(added) == 2, "the agent did not answer"
+            moves = page.locator("#moves li").all_text_contents()
+            assert moves[-1].endswith("(agent)")
+
+    assert page.get_attribute("#board", "data-over") == "true"
+    result = page.locator("#result")
+    assert result.is_visible()
+    assert result.text_content() in ("You win!", "You lose.", "Draw.")
+    assert page.locator("#board .move").count() == 0
+    assert not errors, errors
+    page.screenshot(path=str(tmp_path / "end.png"))
+    assert (tmp_path / "end.png").stat().st_size > 1000
