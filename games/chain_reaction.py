@@ -20,15 +20,16 @@ change by being captured). A board is stable only if it holds at most
 
 * Levels of one move. Let some cell v stay unfired through level t and f(u) count the firings
   of u so far. Orb conservation at every u != v reads L_v f = c_0 - c_t, with L_v the Laplacian
-  with v's row and column removed, c_0, c_t >= 0 the orb counts before and after. Its inverse
-  G is entrywise non-negative with G(u, w) <= G(u, u) = R_eff(u, v) <= diameter d, so
+  with v's row and column removed, c_0, c_t >= 0 the orb counts at the start and after t. Its
+  inverse G is entrywise non-negative, G(u, w) <= G(u, u) = R_eff(u, v) <= diameter d, so
   f(u) <= d * N for N orbs on the board, and at most (n - 1) * d * N firings (hence levels,
-  each has one) happen while any cell is still unfired. A chain that stabilizes leaves some cell
-  unfired (the cell whose last firing came first would otherwise end unstable: every neighbour
-  fired after it). A chain that never would fires every cell; once every cell has fired, every
-  cell has received an orb, so the opponent owns nothing and the loop stops at that level. So a
-  move takes at most (n - 1) * d * N + 1 levels with N <= capacity + 1 (5x5: 10 753; 12x12:
-  1 211 211), far above anything played (random play reaches 35 levels on 5x5, 89 on 6x9).
+  each has one) happen while any cell is still unfired. A chain that settles leaves some cell
+  unfired (else the cell whose last firing came first ends unstable: each neighbour fires at
+  that level or later, giving it back critical mass). A chain that would not settle therefore
+  fires every cell within that many levels; by then every cell has received an orb, so the
+  opponent owns nothing and the loop stops. So a move takes at most (n - 1) * d * N + 1 levels
+  with N <= capacity + 1 (5x5: 10 753; 12x12: 1 211 211), far above anything played (random
+  play reaches 35 levels on 5x5 and 89 on 6x9).
   The loop also counts levels against this bound, so it stops on any input, reachable or not.
 * Moves of one game. A move that does not end the game leaves a stable board, so after k such
   moves the board holds exactly k <= capacity orbs; the mover always has a legal move (an empty
@@ -227,12 +228,12 @@ class ChainReaction(Game):
         sign = (1 - 2 * state.current_player).astype(jnp.int8)
         board = state.board * sign
         counts = jnp.arange(1, 4, dtype=jnp.int8)
-        edge = jnp.asarray(self.mass) - 1
+        critical = jnp.asarray(self.mass) - 1
         planes = [
             *(board == c for c in counts),
             *(board == -c for c in counts),
-            (board == edge),
-            (board == -edge),
+            board == critical,
+            board == -critical,
         ]
         return jnp.stack(planes, axis=-1).astype(jnp.float32)
 
