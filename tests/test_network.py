@@ -1,0 +1,94 @@
+"""The residual policy/value network: shapes, ranges, precision, and no batch statistics."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import random_trajectories
+
+import games
+from azjax.network import NetworkConfig, init_params, make_network
+from azjax.search import network_evaluator
+
+GAMES = [
+    ("tictactoe", {}),
+    ("connect4", {}),
+    ("othello", {"size": 6}),
+    ("dots_and_boxes", {"rows": 2, "cols": 3}),
+    ("chain_reaction", {"rows": 3, "cols": 4}),
+]
+
+
+def observations(game, batch, seed=0):
+    _, states = random_trajectories(game, jax.random.key(seed), batch, 6)
+    last = jax.tree.map(lambda x: x[-1], states)
+    return jax.vmap(game.observe)(last), last
+
+
+@pytest.mark.parametrize("name,kwargs", GAMES, ids=[g[0] for g in GAMES])
+def test_shapes_and_ranges(name, kwargs):
+    game = games.make(name, **kwargs)
+    net = make_network(game, NetworkConfig(blocks=1, channels=8))
+    params = init_params(net, game, jax.random.key(0))
+    obs, _ = observations(game, 5)
+    logits, value = jax.jit(net.apply)(params, obs)
+    assert logits.shape == (5, game.num_actions) and logits.dtype == jnp.float32
+    assert value.shape == (5,) and value.dtype == jnp.float32
+    assert bool(jnp.all(jnp.abs(value) <= 1.0))
+    assert bool(jnp.all(jnp.isfinite(logits)))
+
+
+def test_no_batch_statistics_and_pure_apply():
+    game = games.make("connect4")
+    net = make_network(game, NetworkConfig(blocks=2, channels=16))
+    params = init_params(net, game, jax.random.key(1))
+    assert set(params) == {"params"}  # no batch_stats collection
+    obs, _ = observations(game, 8, seed=2)
+    logits, value = net.apply(params, obs)
+    # Each position's output is the same alone as in a batch with other positions.
+    for i in (0, 5):
+        one_logits, one_value = net.apply(params, obs[i : i + 1])
+        np.testing.assert_allclose(one_logits[0], logits[i], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(one_value[0], value[i], rtol=1e-4, atol=1e-4)
+    again = net.apply(params, obs)
+    np.testing.assert_array_equal(again[0], logits)
+    # Different positions give different outputs (the net looks at the board).
+    assert float(jnp.abs(logits[0] - logits[5]).max()) > 0
+
+
+def test_bfloat16_compute_keeps_float32_params_and_outputs():
+    game = games.make("tictactoe")
+    f32 = make_network(game, NetworkConfig(blocks=2, channels=16))
+    bf16 = make_network(game, NetworkConfig(blocks=2, channels=16, dtype="bfloat16"))
+    params = init_params(bf16, game, jax.random.key(3))
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
+    obs, _ = observations(game, 6, seed=4)
+    logits16, value16 = bf16.apply(params, obs)
+    logits32, value32 = f32.apply(params, obs)
+    assert logits16.dtype == jnp.float32 and value16.dtype == jnp.float32
+    np.testing.assert_allclose(logits16, logits32, atol=0.1)
+    np.testing.assert_allclose(value16, value32, atol=0.1)
+
+
+def test_network_evaluator_observes_the_states():
+    game = games.make("dots_and_boxes", rows=2, cols=3)
+    net = make_network(game, NetworkConfig(blocks=1, channels=8))
+    params = init_params(net, game, jax.random.key(5))
+    obs, states = observations(game, 4, seed=6)
+    logits, value = network_evaluator(net)(params, states, jax.random.key(0))
+    ref_logits, ref_value = net.apply(params, obs)
+    np.testing.assert_array_equal(logits, ref_logits)
+    np.testing.assert_array_equal(value, ref_value)
+
+
+def test_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match="'float16'"):
+        NetworkConfig(dtype="float16")
+    with pytest.raises(ValueError, match="channels"):
+        NetworkConfig(channels=0)
+    game = games.make("tictactoe")
+    net = make_network(game, NetworkConfig(blocks=1, channels=4))
+    with pytest.raises(ValueError, match=r"\(3, 3, 2\)"):
+        net.init(jax.random.key(0), jnp.zeros((1, 4, 4, 2)))
