@@ -280,7 +280,7 @@ class Game(abc.ABC):
         if bool(state.terminated):
             raise IllegalMoveError(f"the {self.name} game is over; no move is legal.")
         if not 0 <= action < self.num_actions or not bool(state.legal_action_mask[action]):
-            legal = ", ".join(self.format_action(a) for a in self.legal_actions(state))
+            legal = "; ".join(self.format_action(a) for a in self.legal_actions(state))
             raise IllegalMoveError(f"{text!r} is not legal here. Legal moves: {legal}.")
 
     def __repr__(self) -> str:
