@@ -1,0 +1,307 @@
+"""`azjax-eval`: matches between agents, Elo ladders and Connect4 perfect-play accuracy.
+
+    azjax-eval --game connect4 --a alphabeta:4 --b mcts:100 --games 100 --json out.json
+    azjax-eval --game chain_reaction --size rows=5,cols=5 --a greedy --b random
+    azjax-eval --game othello --round-robin random,greedy,alphabeta:2,mcts:100 --games 40
+    azjax-eval --ladder runs/connect4 --games 40        # every checkpoint + the baselines
+    azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
+
+Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
+policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS]. Colours alternate game by game.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from typing import Any
+
+DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
+
+
+class UsageError(ValueError):
+    """A bad command line (reported without a traceback)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="azjax-eval",
+        description="Play agents against each other, rate checkpoints, measure Connect4 accuracy.",
+        epilog=__doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--a", metavar="SPEC", help="agent A of a match (needs --b)")
+    mode.add_argument(
+        "--round-robin", metavar="SPECS", help="comma-separated specs: every pair plays; Elo fit"
+    )
+    mode.add_argument("--ladder", metavar="WORKDIR", help="rate every checkpoint of a run")
+    mode.add_argument("--solver", metavar="SPEC", help="Connect4 perfect-play accuracy of SPEC")
+    parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
+    parser.add_argument("--game", help="game name (default: the checkpoint's game)")
+    parser.add_argument("--size", metavar="K=V,...", help="game arguments, e.g. rows=5,cols=5")
+    parser.add_argument("--games", type=int, default=100, help="games per match (default 100)")
+    parser.add_argument("--opening-moves", type=int, default=0, help="random plies to start")
+    parser.add_argument("--batch", type=int, default=None, help="games played at once")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--baselines",
+        default=DEFAULT_BASELINES,
+        help=f"--ladder: baseline specs (default {DEFAULT_BASELINES})",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=("search", "policy"),
+        default="search",
+        help="--ladder: checkpoints play with search (default) or the policy alone",
+    )
+    parser.add_argument("--png", type=pathlib.Path, help="--ladder: plot (default WORKDIR/elo.png)")
+    parser.add_argument("--positions", help="--solver: position file (default: the shipped set)")
+    parser.add_argument("--json", type=pathlib.Path, help="write the results as JSON here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def parse_size(text: str | None) -> dict[str, Any]:
+    """`rows=5,cols=5` -> {"rows": 5, "cols": 5} (ints where possible)."""
+    if not text:
+        return {}
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--size: expected KEY=VALUE pairs like rows=5,cols=5, got {part!r}")
+        value = value.strip()
+        out[key.strip()] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def _game(args: argparse.Namespace, specs: list[str]):
+    import games
+    from azjax import agents
+
+    if args.game is None:
+        for spec in specs:
+            parsed = agents.parse_spec(spec)
+            if parsed.workdir is not None:
+                from azjax.checkpoint import list_steps, read_meta
+
+                steps = list_steps(parsed.workdir)
+                if not steps:
+                    raise UsageError(f"no checkpoint in {parsed.workdir}")
+                game = read_meta(parsed.workdir, steps[-1])["config"]["game"]
+                return games.make(game["name"], **game.get("kwargs", {}))
+        raise UsageError(f"--game is needed (one of {', '.join(games.names())})")
+    return games.make(args.game, **parse_size(args.size))
+
+
+def _progress(args: argparse.Namespace, total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="game", disable=args.quiet, file=sys.stderr)
+
+
+def _print_results(results) -> None:
+    width = max(len(f"{r.name_a} vs {r.name_b}") for r in results)
+    print(f"{'match':{width}}  {'W':>5} {'D':>5} {'L':>5}  {'score':>13}  as first   as second")
+    for r in results:
+        first, second = "/".join(map(str, r.first)), "/".join(map(str, r.second))
+        label = f"{r.name_a} vs {r.name_b}"
+        print(
+            f"{label:{width}}  {r.wins:5d} {r.draws:5d} {r.losses:5d}  "
+            f"{r.score:.3f} ± {r.ci95:.3f}  {first:9s} {second}"
+        )
+
+
+def _print_ratings(ratings) -> None:
+    print(f"\nElo (maximum likelihood, {ratings.anchor} = 0):")
+    for name, rating, err in ratings.table():
+        print(f"  {name:40s} {rating:8.1f} ± {err:.1f}")
+
+
+def _write_json(path: pathlib.Path | None, data: dict) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def _match(args: argparse.Namespace) -> dict:
+    import jax
+
+    from azjax import agents, arena
+
+    if not args.b:
+        raise UsageError("--a needs --b (the opponent's spec)")
+    game = _game(args, [args.a, args.b])
+    a, b = agents.make(args.a, game), agents.make(args.b, game)
+    with _progress(args, args.games, f"{a.name} vs {b.name}") as bar:
+        result = arena.match(
+            game,
+            a,
+            b,
+            args.games,
+            jax.random.key(args.seed),
+            args.opening_moves,
+            args.batch,
+            bar.update,
+        )
+    _print_results([result])
+    return {"game": game.name, "match": result.to_dict()}
+
+
+def _rate(args, game, players, pairs, desc: str):
+    import jax
+
+    from azjax import arena
+
+    with _progress(args, args.games * len(pairs), desc) as bar:
+        return arena.ladder(
+            game,
+            players,
+            args.games,
+            jax.random.key(args.seed),
+            pairs,
+            anchor=players[0].name,
+            opening_moves=args.opening_moves,
+            batch_size=args.batch,
+            progress=bar.update,
+        )
+
+
+def _round_robin(args: argparse.Namespace) -> dict:
+    import itertools
+
+    from azjax import agents
+
+    specs = [s.strip() for s in args.round_robin.split(",") if s.strip()]
+    if len(specs) < 2:
+        raise UsageError(f"--round-robin needs at least two specs, got {args.round_robin!r}")
+    game = _game(args, specs)
+    players = [agents.make(s, game) for s in specs]
+    pairs = list(itertools.combinations(range(len(players)), 2))
+    ratings, results = _rate(args, game, players, pairs, game.name)
+    _print_results(results)
+    _print_ratings(ratings)
+    return {
+        "game": game.name,
+        "matches": [r.to_dict() for r in results],
+        "elo": ratings.ratings,
+        "elo_stderr": ratings.stderr,
+        "anchor": ratings.anchor,
+    }
+
+
+def _ladder(args: argparse.Namespace) -> dict:
+    import itertools
+
+    from azjax import agents
+    from azjax.checkpoint import list_steps
+
+    workdir = args.ladder
+    steps = list_steps(workdir)
+    if not steps:
+        raise UsageError(f"--ladder: no checkpoint in {workdir}")
+    game = _game(args, [f"policy:{workdir}"])
+    listed = [s.strip() for s in args.baselines.split(",") if s.strip()]
+    baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
+    players = [agents.make(s, game) for s in baselines]
+    nets = [agents.make(f"{args.kind}:{workdir}@{step}", game) for step in steps]
+    players += nets
+    nb = len(baselines)
+    pairs = list(itertools.combinations(range(nb), 2))
+    pairs += [(nb + i, j) for i in range(len(nets)) for j in range(nb)]
+    pairs += [(nb + i + 1, nb + i) for i in range(len(nets) - 1)]
+    ratings, results = _rate(args, game, players, pairs, f"ladder {workdir}")
+    _print_results(results)
+    _print_ratings(ratings)
+    png = args.png or pathlib.Path(workdir) / "elo.png"
+    _plot(png, ratings, baselines, nets, steps, game.name)
+    print(f"wrote {png}")
+    return {
+        "game": game.name,
+        "workdir": str(workdir),
+        "steps": steps,
+        "matches": [r.to_dict() for r in results],
+        "elo": ratings.ratings,
+        "elo_stderr": ratings.stderr,
+        "anchor": ratings.anchor,
+    }
+
+
+def _plot(png: pathlib.Path, ratings, baselines, nets, steps, game_name: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    elo = [ratings.ratings[n.name] for n in nets]
+    err = [ratings.stderr[n.name] for n in nets]
+    ax.errorbar(steps, elo, yerr=err, marker="o", capsize=3, label="checkpoints")
+    for i, name in enumerate(baselines):
+        ax.axhline(ratings.ratings[name], color=f"C{(i + 1) % 10}", ls="--", lw=1)
+        ax.annotate(
+            name,
+            (steps[0], ratings.ratings[name]),
+            textcoords="offset points",
+            xytext=(2, 2),
+            fontsize=8,
+        )
+    ax.set_xlabel("training iteration")
+    ax.set_ylabel("Elo (random = 0)")
+    ax.set_title(f"{game_name}: Elo over training")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+def _solver(args: argparse.Namespace) -> dict:
+    import jax
+
+    import games
+    from azjax import agents, solver
+
+    game = games.make("connect4")
+    if args.game not in (None, "connect4"):
+        raise UsageError(f"--solver measures Connect4 play, not {args.game}")
+    agent = agents.make(args.solver, game)
+    positions = solver.load_positions(args.positions)
+    result = solver.accuracy(game, agent, jax.random.key(args.seed), positions)
+    print(f"{agent.name} against perfect play:\n{result}")
+    return {"game": "connect4", "agent": agent.name, "accuracy": result.to_dict()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.games < 1:
+        print(f"azjax-eval: --games must be >= 1, got {args.games}", file=sys.stderr)
+        return 2
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.environ.get("AZJAX_JAX_CACHE", ".jax_cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    try:
+        if args.a:
+            data = _match(args)
+        elif args.round_robin:
+            data = _round_robin(args)
+        elif args.ladder:
+            data = _ladder(args)
+        else:
+            data = _solver(args)
+    except (ValueError, FileNotFoundError) as err:  # bad specs, games, sizes, checkpoints
+        print(f"azjax-eval: {err}", file=sys.stderr)
+        return 2
+    _write_json(args.json, data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
