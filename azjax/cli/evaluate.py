@@ -155,9 +155,18 @@ def _match(args: argparse.Namespace) -> dict:
 
 
 def _rate(args, game, players, pairs, desc: str):
+    """Play the pairs and fit Elo; with --json, the finished matches are saved after each one."""
     import jax
 
     from azjax import arena
+
+    done: list = []
+
+    def save_partial(result) -> None:
+        done.append(result.to_dict())
+        if args.json is not None:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"game": game.name, "partial": done}, indent=2))
 
     with _progress(args, args.games * len(pairs), desc) as bar:
         return arena.ladder(
@@ -170,6 +179,7 @@ def _rate(args, game, players, pairs, desc: str):
             opening_moves=args.opening_moves,
             batch_size=args.batch,
             progress=bar.update,
+            on_result=save_partial,
         )
 
 
@@ -183,7 +193,9 @@ def _round_robin(args: argparse.Namespace) -> dict:
         raise UsageError(f"--round-robin needs at least two specs, got {args.round_robin!r}")
     game = _game(args, specs)
     players = [agents.make(s, game) for s in specs]
-    pairs = list(itertools.combinations(range(len(players)), 2))
+    # Pairs in the order the specs were given (each new player meets the earlier ones), so a
+    # list from cheap to expensive finishes its cheap matches first.
+    pairs = sorted(itertools.combinations(range(len(players)), 2), key=lambda p: (p[1], p[0]))
     ratings, results = _rate(args, game, players, pairs, game.name)
     _print_results(results)
     _print_ratings(ratings)
