@@ -38,10 +38,14 @@ def _directory(workdir: str | pathlib.Path) -> pathlib.Path:
 
 
 def _manager(workdir: str | pathlib.Path, keep: int | None = None) -> ocp.CheckpointManager:
+    """A writer (given `keep`, cleaning up unfinished saves) or a read-only reader, which
+    never touches the directory, so it is safe beside a running training."""
+    writer = keep is not None
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep,
-        create=True,
-        cleanup_tmp_directories=True,
+        create=writer,
+        read_only=not writer,
+        cleanup_tmp_directories=writer,
         enable_async_checkpointing=False,
     )
     return ocp.CheckpointManager(_directory(workdir), options=options)
@@ -86,7 +90,7 @@ def _rekey(tree: Any, template: Any) -> Any:
 
     def wrap(x: Any, t: Any) -> Any:
         if jnp.issubdtype(t.dtype, jax.dtypes.prng_key):
-            return jax.random.wrap_key_data(x, impl=jax.random.key_impl(t))
+            return jax.random.wrap_key_data(x)  # the default implementation, as when saved
         return x
 
     return jax.tree.map(wrap, tree, template)

@@ -69,7 +69,7 @@ class TrainConfig:
 class EvalConfig:
     every: int = 10  # iterations between evaluations (0: only the final one)
     num_games: int = 64  # games per opponent (colours alternate)
-    final_num_games: int = 200  # games per opponent in the evaluation after the last iteration
+    final_num_games: int = 200  # games per opponent after the last iteration (0: none)
     opponents: tuple[str, ...] = ("random", "greedy")  # agent specs (azjax.agents.make)
     num_simulations: int = 0  # search simulations when evaluating (0: search.num_simulations)
 
@@ -196,7 +196,7 @@ def validate(config: Config) -> None:
         ("train.batch_size", t.batch_size >= 1, "must be >= 1"),
         ("eval.every", e.every >= 0, "must be >= 0"),
         ("eval.num_games", e.num_games >= 2, "must be >= 2"),
-        ("eval.final_num_games", e.final_num_games >= 2, "must be >= 2"),
+        ("eval.final_num_games", e.final_num_games >= 0, "must be >= 0"),
         ("eval.num_simulations", e.num_simulations >= 0, "must be >= 0"),
         ("checkpoint.every", c.every >= 1, "must be >= 1"),
         ("checkpoint.keep", c.keep >= 1, "must be >= 1"),

@@ -119,7 +119,7 @@ def make_train_step(network: Any, optimizer: optax.GradientTransformation, confi
         )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         return params, opt_state, metrics
 
     return step
@@ -378,14 +378,12 @@ def train_and_evaluate(
     finally:
         bar.close()
         checkpointer.close()
-    final = {"iteration": iteration, "final": True}
+    final: dict[str, Any] = {"iteration": iteration}
     if config.eval.final_num_games:
-        final.update(
-            evaluate(
-                trainer, state.params, jax.random.fold_in(eval_key, 0), config.eval.final_num_games
-            )
-        )
-    log.write(final)
+        key = jax.random.fold_in(eval_key, 0)
+        final.update(evaluate(trainer, state.params, key, config.eval.final_num_games))
+        final["final"] = True
+        log.write(final)
     log.close()
     return {**record, **final}
 

@@ -1,0 +1,132 @@
+"""Checkpoints: exact round trip, keep-last-K, inference loading, refusals."""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_train import TICTACTOE, TINY
+
+from azjax import agents
+from azjax.checkpoint import Checkpointer, CheckpointError, list_steps, load_for_inference
+from azjax.config import load_config
+from azjax.train import make_trainer, train_and_evaluate
+
+pytestmark = pytest.mark.xdist_group("train")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A workdir with checkpoints 1..3 of a tiny (untrained) Tic-Tac-Toe state."""
+    config = load_config(TICTACTOE, [*TINY, "checkpoint.keep=2"])
+    trainer = make_trainer(config)
+    workdir = tmp_path_factory.mktemp("ckpt")
+    checkpointer = Checkpointer(workdir, config.checkpoint.keep)
+    states = []
+    for i in range(1, 4):
+        state = trainer.init(jax.random.key(i))
+        checkpointer.save(i, state.params, state.replace(params=None), config)
+        states.append(state)
+    checkpointer.close()
+    return config, trainer, workdir, states
+
+
+def assert_trees_equal(a, b):
+    a, b = jax.tree.map(_raw, a), jax.tree.map(_raw, b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _raw(x):
+    if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(x)
+    return x
+
+
+def test_keeps_the_newest_k(saved):
+    _, _, workdir, _ = saved
+    assert list_steps(workdir) == [2, 3]
+    assert list_steps(workdir / "nothing-here") == []
+
+
+def test_restore_returns_exactly_what_was_saved(saved):
+    config, trainer, workdir, states = saved
+    checkpointer = Checkpointer(workdir, 2)
+    iteration, params, state = checkpointer.restore(
+        config, trainer.abstract.params, trainer.abstract.replace(params=None)
+    )
+    checkpointer.close()
+    assert iteration == 3
+    assert_trees_equal(state.replace(params=params), states[-1])
+    assert jnp.issubdtype(state.key.dtype, jax.dtypes.prng_key)  # typed keys come back typed
+
+
+def test_load_for_inference(saved):
+    config, _, workdir, states = saved
+    loaded_config, params = load_for_inference(str(workdir))
+    assert loaded_config == config
+    assert_trees_equal(params, states[2].params)
+    _, params = load_for_inference(str(workdir), step=2)
+    assert_trees_equal(params, states[1].params)
+    with pytest.raises(CheckpointError, match="no checkpoint 1 .*available: 2, 3"):
+        load_for_inference(str(workdir), step=1)
+    with pytest.raises(ValueError, match="no checkpoint in"):
+        load_for_inference(str(workdir / "missing"))
+
+
+def test_agents_load_search_and_policy_specs(saved):
+    config, trainer, workdir, _ = saved
+    game = trainer.game
+    agent = agents.make(f"search:{workdir}@2:3", game)
+    state = game.init(jax.random.key(0))
+    action = int(jax.jit(agent.fn)(agent.params, state, jax.random.key(1)))
+    assert bool(state.legal_action_mask[action])
+    with pytest.raises(ValueError, match="trained on tictactoe"):
+        agents.make(f"policy:{workdir}", load_config(TICTACTOE, ["game.name=connect4"]).game.make())
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [("network.channels=16", "network.channels"), ("replay.capacity=1024", "replay.capacity")],
+)
+def test_incompatible_checkpoint_is_refused(saved, override, named):
+    _, _, workdir, _ = saved
+    config = load_config(TICTACTOE, [*TINY, override])
+    with pytest.raises(CheckpointError, match=f"different run: {named}"):
+        train_and_evaluate(config, workdir, progress=False)
+    assert list_steps(workdir) == [2, 3]
+
+
+def test_other_game_is_refused(saved):
+    _, _, workdir, _ = saved
+    config = load_config(
+        TICTACTOE, [*TINY, "game.name=connect4", "search.max_num_considered_actions=7"]
+    )
+    with pytest.raises(CheckpointError, match='game: checkpoint .*"tictactoe".*"connect4"'):
+        train_and_evaluate(config, workdir, progress=False)
+
+
+def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
+    config, trainer, _, states = saved
+    checkpointer = Checkpointer(tmp_path, 3)
+    state = states[0]
+    checkpointer.save(1, state.params, state.replace(params=None), config)
+    checkpointer.close()
+    files = sorted(p for p in (tmp_path / "checkpoints" / "1" / "state").rglob("*") if p.is_file())
+    for path in files:  # damage every array file of the state
+        if path.stat().st_size > 64:
+            path.write_bytes(b"\0" * path.stat().st_size)
+    with pytest.raises(CheckpointError, match="damaged"):
+        train_and_evaluate(config, tmp_path, progress=False)
+    assert list_steps(tmp_path) == [1]
+    meta = tmp_path / "checkpoints" / "1" / "meta"
+    for path in meta.rglob("*"):
+        if path.is_file():
+            path.write_text("{not json")
+    with pytest.raises(CheckpointError, match="damaged"):
+        load_for_inference(str(tmp_path))
+    assert pathlib.Path(tmp_path / "checkpoints" / "1").is_dir()

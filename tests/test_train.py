@@ -1,0 +1,185 @@
+"""The training loop end to end on Tic-Tac-Toe with a tiny net: learn, checkpoint, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from azjax.checkpoint import Checkpointer, list_steps
+from azjax.config import load_config
+from azjax.replay import make_sampler
+from azjax.train import (
+    l2_penalty,
+    learning_rate_schedule,
+    loss_fn,
+    make_optimizer,
+    make_trainer,
+    train_and_evaluate,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
+# A run small enough for the shared CPU: every iteration plays 8 whole games and trains.
+TINY = [
+    "network.blocks=0",
+    "network.channels=8",
+    "search.num_simulations=4",
+    "search.max_num_considered_actions=4",
+    "selfplay.batch_size=8",
+    "selfplay.chunk_moves=9",
+    "selfplay.full_search_prob=1.0",
+    "replay.capacity=512",
+    "replay.min_size=16",
+    "train.batch_size=32",
+    "train.steps_per_iteration=4",
+    "train.iterations=2",
+    "optim.learning_rate=0.01",
+    "optim.warmup_steps=0",
+    "eval.every=0",
+    "eval.num_games=4",
+    "eval.final_num_games=0",
+    "checkpoint.every=1",
+]
+
+pytestmark = pytest.mark.xdist_group("train")
+
+
+def _raw(x):
+    if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(x)
+    return x
+
+
+def assert_trees_equal(a, b):
+    a, b = jax.tree.map(_raw, a), jax.tree.map(_raw, b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def run_uninterrupted(config, iterations: int):
+    """(initial params, state after `iterations`) computed in this process, without files."""
+    trainer = make_trainer(config)
+    state = trainer.init(jax.random.key(config.train.seed))
+    initial = jax.tree.map(jnp.copy, state.params)  # iterate donates the state
+    for _ in range(iterations):
+        state, _ = trainer.iterate(state)
+    return trainer, initial, state
+
+
+def restore_latest(trainer, workdir):
+    checkpointer = Checkpointer(workdir, 3)
+    iteration, params, state = checkpointer.restore(
+        trainer.config, trainer.abstract.params, trainer.abstract.replace(params=None)
+    )
+    checkpointer.close()
+    return iteration, state.replace(params=params)
+
+
+def records(workdir):
+    return [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_iterations_end_to_end(tmp_path):
+    config = load_config(TICTACTOE, [*TINY, "eval.final_num_games=4"])
+    final = train_and_evaluate(config, tmp_path, progress=False)
+
+    log = records(tmp_path)
+    assert [r["iteration"] for r in log] == [1, 2, 2] and log[-1]["final"]
+    assert log[0]["train/trained"] and log[1]["train/step"] == 8
+    assert log[1]["replay/size"] == log[0]["replay/added"] + log[1]["replay/added"]
+    assert final["eval/random/wins"] + final["eval/random/draws"] + final["eval/random/losses"] == 4
+    assert list_steps(tmp_path) == [1, 2]
+    assert any((tmp_path / "tensorboard").iterdir())
+    assert load_config(tmp_path / "config.yaml") == config
+
+    # The checkpoint holds exactly the state an uninterrupted computation reaches.
+    trainer, initial, state = run_uninterrupted(config, 2)
+    iteration, restored = restore_latest(trainer, tmp_path)
+    assert iteration == 2
+    assert_trees_equal(restored, state)
+
+    # The loss fell: the trained parameters fit a fixed batch of the buffer better.
+    batch = make_sampler(trainer.game, 256)(state.buffer, jax.random.key(5))
+    before = loss_fn(trainer.network, initial, batch, config.optim)[1]
+    after = loss_fn(trainer.network, state.params, batch, config.optim)[1]
+    assert after["loss"] < before["loss"]
+    assert after["policy_loss"] < before["policy_loss"]
+
+    # Running again resumes at the end: nothing is redone or rewritten.
+    train_and_evaluate(config, tmp_path, progress=False)
+    assert list_steps(tmp_path) == [1, 2]
+    assert [r["iteration"] for r in records(tmp_path)] == [1, 2, 2, 2]
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    overrides = [*TINY, "train.iterations=5"]
+    command = [sys.executable, "-m", "azjax.cli.train", "--config", str(TICTACTOE)]
+    command += ["--workdir", str(tmp_path), "--quiet", *overrides]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    while len(list_steps(tmp_path)) < 2 and process.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint within 10 minutes"
+        time.sleep(0.05)
+    process.kill()  # SIGKILL, somewhere in iteration 3 (or while saving checkpoint 2 or 3)
+    output = process.communicate()[0].decode()
+    assert process.returncode == -9, output
+    assert list_steps(tmp_path)[-1] < 5
+
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert list_steps(tmp_path)[-1] == 5
+    assert [r["iteration"] for r in records(tmp_path)] == [1, 2, 3, 4, 5]
+
+    trainer, _, state = run_uninterrupted(load_config(TICTACTOE, overrides), 5)
+    _, restored = restore_latest(trainer, tmp_path)
+    assert_trees_equal(restored, state)
+
+
+def test_optimizer_schedule_and_penalty():
+    config = load_config(TICTACTOE, ["optim.warmup_steps=10", "optim.final_lr_fraction=0.1"])
+    schedule = learning_rate_schedule(config.optim, 100)
+    peak = config.optim.learning_rate
+    assert float(schedule(0)) == 0.0
+    assert float(schedule(10)) == pytest.approx(peak)
+    assert float(schedule(100)) == pytest.approx(0.1 * peak)
+    assert float(schedule(55)) == pytest.approx(peak * (0.1 + 0.9 * 0.5), rel=1e-5)
+    params = {"dense": {"kernel": jnp.ones((2, 3)), "bias": jnp.ones(3)}}
+    assert float(l2_penalty(params)) == 3.0  # biases excluded
+    for name in ("adamw", "sgd"):
+        cfg = load_config(TICTACTOE, [f"optim.optimizer={name}"]).optim
+        optimizer = make_optimizer(cfg, 100)
+        state = optimizer.init(params)
+        grads = jax.tree.map(jnp.ones_like, params)
+        updates, _ = optimizer.update(grads, state, params)
+        assert optax.tree.norm(updates) == 0.0  # the warm-up starts from 0
+
+
+def test_loss_masks_policy_without_full_search():
+    config = load_config(TICTACTOE, TINY)
+    trainer = make_trainer(config)
+    params = trainer.init(jax.random.key(0)).params
+    obs = jax.random.bernoulli(jax.random.key(1), 0.3, (4, 3, 3, 2)).astype(jnp.float32)
+    from azjax.replay import Batch
+
+    good = jax.nn.one_hot(jnp.array([0, 1, 2, 3]), 9)
+    batch = Batch(obs, good, jnp.array([True, True, False, False]), jnp.array([1.0, -1, 0, 0]))
+    noisy = batch.replace(policy=batch.policy.at[2:].set(jax.nn.one_hot(jnp.array([8, 8]), 9)))
+    _, m1 = loss_fn(trainer.network, params, batch, config.optim)
+    _, m2 = loss_fn(trainer.network, params, noisy, config.optim)
+    assert float(m1["policy_loss"]) == float(m2["policy_loss"])  # masked rows ignored
+    logits, value = trainer.network.apply(params, obs)
+    expected = -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(2), jnp.array([0, 1])])
+    np.testing.assert_allclose(m1["policy_loss"], expected, rtol=1e-5)
+    np.testing.assert_allclose(m1["value_loss"], jnp.mean((value - batch.value) ** 2), rtol=1e-5)
