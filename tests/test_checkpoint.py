@@ -72,14 +72,14 @@ def test_load_for_inference(saved):
     assert_trees_equal(params, states[2].params)
     _, params = load_for_inference(str(workdir), step=2)
     assert_trees_equal(params, states[1].params)
-    with pytest.raises(CheckpointError, match="no checkpoint 1 .*available: 2, 3"):
+    with pytest.raises(CheckpointError, match=r"no checkpoint 1 .*available: 2, 3"):
         load_for_inference(str(workdir), step=1)
     with pytest.raises(ValueError, match="no checkpoint in"):
         load_for_inference(str(workdir / "missing"))
 
 
 def test_agents_load_search_and_policy_specs(saved):
-    config, trainer, workdir, _ = saved
+    _, trainer, workdir, _ = saved
     game = trainer.game
     agent = agents.make(f"search:{workdir}@2:3", game)
     state = game.init(jax.random.key(0))
@@ -106,12 +106,12 @@ def test_other_game_is_refused(saved):
     config = load_config(
         TICTACTOE, [*TINY, "game.name=connect4", "search.max_num_considered_actions=7"]
     )
-    with pytest.raises(CheckpointError, match='game: checkpoint .*"tictactoe".*"connect4"'):
+    with pytest.raises(CheckpointError, match=r'game: checkpoint .*"tictactoe".*"connect4"'):
         train_and_evaluate(config, workdir, progress=False)
 
 
 def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
-    config, trainer, _, states = saved
+    config, _, _, states = saved
     checkpointer = Checkpointer(tmp_path, 3)
     state = states[0]
     checkpointer.save(1, state.params, state.replace(params=None), config)

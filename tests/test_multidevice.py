@@ -54,7 +54,8 @@ for mesh in (parallel.make_mesh(devices[:1]), parallel.make_mesh(devices)):
 np.testing.assert_allclose(loss1, loss4, rtol=1e-5)
 for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(four), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-moved = max(float(np.abs(a - b).max()) for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(params)))
+pairs = zip(jax.tree.leaves(one), jax.tree.leaves(params), strict=True)
+moved = max(float(np.abs(a - b).max()) for a, b in pairs)
 assert moved > 1e-4, moved
 print("OK")
 """
