@@ -19,6 +19,8 @@ component, which keeps lines from wrapping from one row to another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -119,6 +121,23 @@ def _any(bits: Bits) -> Array:
     return (bits[0] | bits[1]) != 0
 
 
+def _word(bits: Bits, k: Array) -> Array:
+    """Word `k` (0 or 1) of a bitboard."""
+    return jnp.where(k == 0, bits[0], bits[1])
+
+
+def _words_once(word: Callable[[Array], Array], count: int) -> Array:
+    """uint32[count] of `word(k)` for k = 0 .. count - 1, one scan iteration each.
+
+    XLA on CPU does not share work between the arrays a fused computation outputs: left alone,
+    it fuses the whole bit twiddling into every consumer (each disc word, each element of the
+    legal mask) and recomputes it there. A loop keeps what it outputs in memory, so each word is
+    computed once, by one iteration.
+    """
+    _, words = lax.scan(lambda _, k: (None, word(k)), None, jnp.arange(count))
+    return words
+
+
 @struct.dataclass
 class State:
     current_player: Array  # int32
@@ -185,34 +204,34 @@ class Othello(Game):
         player = jnp.asarray(player, jnp.int32)
         mover_sign = jnp.where(player == 0, 1, -1)
         mine, theirs = bitboard(cells * mover_sign > 0), bitboard(cells * mover_sign < 0)
-        state = self._position(player, mine, theirs)
+        state = self._position(player, mine, theirs, self._empty(mine, theirs))
         return state.replace(rewards=jnp.zeros(2, jnp.float32))
 
-    def _position(self, mover: Array, mine: Bits, theirs: Bits) -> State:
+    def _position(self, mover: Array, mine: Bits, theirs: Bits, empty: Bits) -> State:
         """The state with `mover` (owning `mine`) to play, applying the pass and end rules."""
-        region = (jnp.uint32(self._region[0]), jnp.uint32(self._region[1]))
-        empty = _and((~(mine[0] | theirs[0]), ~(mine[1] | theirs[1])), region)
 
-        # The placements of both players, one per iteration of a two-step scan. The loop makes
-        # XLA keep every word it outputs in memory; otherwise it fuses the whole bit twiddling
-        # into each consumer and recomputes it for every element of the [65] mask.
-        def placements(_: None, sides: Array) -> tuple[None, Array]:
-            a, b = (sides[0], sides[1]), (sides[2], sides[3])
-            return None, jnp.stack([*a, *_moves(a, b, empty)])
+        def task(k: Array) -> Array:
+            # k = 0, 1: word k of the mover's placements; k = 2: whether the other can place.
+            other = k == 2
+            a = (jnp.where(other, theirs[0], mine[0]), jnp.where(other, theirs[1], mine[1]))
+            b = (jnp.where(other, mine[0], theirs[0]), jnp.where(other, mine[1], theirs[1]))
+            moves = _moves(a, b, empty)
+            return jnp.where(other, _any(moves).astype(jnp.uint32), _word(moves, k))
 
-        sides = jnp.stack([jnp.stack([*mine, *theirs]), jnp.stack([*theirs, *mine])])
-        _, out = lax.scan(placements, None, sides)  # [2, 4]: (discs, placements) per side
-        mine, theirs = (out[0, 0], out[0, 1]), (out[1, 0], out[1, 1])
-        moves, other_moves = (out[0, 2], out[0, 3]), (out[1, 2], out[1, 3])
-        can_place, other_can_place = _any(moves), _any(other_moves)
+        out = _words_once(task, 3)
+        moves, other_can_place = (out[0], out[1]), out[2] != 0
+        can_place = _any(moves)
         must_pass = ~can_place & other_can_place
         terminated = ~can_place & ~other_can_place
         mask = jnp.concatenate([self._cells(moves), must_pass[None]])
         diff = _count(mine) - _count(theirs)  # from the mover's view
         mover_reward = jnp.where(terminated, jnp.sign(diff), 0).astype(jnp.float32)
         rewards = jnp.where(jnp.arange(2) == mover, mover_reward, -mover_reward)
+        mine_w, theirs_w = jnp.stack(mine), jnp.stack(theirs)
         black_first = mover == 0
-        discs = jnp.where(black_first, out[:, :2], out[::-1, :2])
+        discs = jnp.stack(
+            [jnp.where(black_first, mine_w, theirs_w), jnp.where(black_first, theirs_w, mine_w)]
+        )
         return State(
             current_player=mover,
             legal_action_mask=mask,
@@ -233,11 +252,17 @@ class Othello(Game):
         zero = jnp.uint32(0)
         odd = (row % 2) == 1
         move = (jnp.where(odd, zero, bit), jnp.where(odd, bit, zero))
-        flips = _flips(move, mine, theirs)
+        empty = (self._empty(mine, theirs)[0] & ~move[0], self._empty(mine, theirs)[1] & ~move[1])
+        flips_w = _words_once(lambda k: _word(_flips(move, mine, theirs), k), 2)
+        flips = (flips_w[0], flips_w[1])
         mine = _or(_or(mine, move), flips)
         theirs = (theirs[0] & ~flips[0], theirs[1] & ~flips[1])
         # Alternation is strict: the opponent either places, passes, or the game is over.
-        return self._position(1 - player, theirs, mine)
+        return self._position(1 - player, theirs, mine, empty)
+
+    def _empty(self, mine: Bits, theirs: Bits) -> Bits:
+        region = (jnp.uint32(self._region[0]), jnp.uint32(self._region[1]))
+        return _and((~(mine[0] | theirs[0]), ~(mine[1] | theirs[1])), region)
 
     def _cells(self, bits: Bits) -> Array:
         """bool[size * size] in action order from a bitboard."""
