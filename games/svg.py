@@ -36,6 +36,7 @@ PLAYERS: dict[str, tuple[str, str]] = {
 }
 _INK = "#333333"
 _FAINT = "#9a9a9a"
+COUNT_COLOUR = "#1b1b2f"  # Chain Reaction: the count of a cell holding more than three orbs
 _FONT = "font-family:Helvetica,Arial,sans-serif"
 
 
@@ -88,6 +89,20 @@ def picture(
     if draw is None:
         raise ValueError(f"no picture for game {game.name!r}; expected one of {sorted(_DRAWERS)}")
     return draw(game, board, legal, last_action, float(cell))
+
+
+def score(game: Game, board: np.ndarray) -> tuple[int, int] | None:
+    """What each player has on the board where people count it: Othello discs, Dots and Boxes
+    boxes, Chain Reaction orbs; None for the other games."""
+    board = np.asarray(board)
+    if game.name == "othello":
+        return int((board > 0).sum()), int((board < 0).sum())
+    if game.name == "dots_and_boxes":
+        boxes = board[1::2, 1::2]
+        return int((boxes > 0).sum()), int((boxes < 0).sum())
+    if game.name == "chain_reaction":
+        return int(board[board > 0].sum()), int(-board[board < 0].sum())
+    return None
 
 
 def to_svg(
@@ -305,7 +320,7 @@ def _othello(game, board, legal, last, cell) -> Picture:
                 shapes.append(
                     Shape("rect", (m + c * cell, m + r * cell, cell, cell), "transparent", action=a)
                 )
-    side = n * cell + 2 * m
+    side = n * cell + 1.3 * m  # labels on the top and left only
     return Picture(side, side, "#ffffff", tuple(shapes))
 
 
@@ -405,7 +420,7 @@ def _chain_reaction(game, board, legal, last, cell) -> Picture:
                 )
             if count > 3:
                 shapes.append(
-                    Shape("text", (cx, cy + cell * 0.33, cell * 0.2), "#ffffff", text=str(count))
+                    Shape("text", (cx, cy + cell * 0.33, cell * 0.2), COUNT_COLOUR, text=str(count))
                 )
             if legal[a]:
                 shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=a))

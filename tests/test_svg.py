@@ -7,6 +7,7 @@ column label, beside its row label).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import json
@@ -44,16 +45,18 @@ def load_script(name: str):
     return module
 
 
+@functools.cache
 def positions(game: games.Game, seed: int, plies: int = 60, every: int = 3):
-    """States along one random game (host loop, numpy choices), with the last action."""
+    """States along one random game (legal moves chosen on the host), with the last action."""
     rng = np.random.default_rng(seed)
+    step = jax.jit(game.step)
     state, last = game.init(jax.random.key(seed)), None
     out = [(state, last)]
     for ply in range(plies):
         if bool(state.terminated):
             break
         last = int(rng.choice(game.legal_actions(state)))
-        state = game.checked_step(state, last)
+        state = step(state, last)
         if ply % every == every - 1 or bool(state.terminated):
             out.append((state, last))
     return out
@@ -113,14 +116,15 @@ def test_pieces_drawn_match_the_board(name, kwargs):
             assert count(root, "circle", fill=p1) == int(np.minimum(-board[board < 0], 3).sum())
             big = sorted(str(abs(v)) for v in board.flat if abs(v) > 3)
             assert (
-                sorted(e.text for e in elements(root, "text") if e.get("fill") == "#ffffff") == big
+                sorted(e.text for e in elements(root, "text") if e.get("fill") == svg.COUNT_COLOUR)
+                == big
             )
 
 
 @pytest.mark.parametrize(("name", "kwargs"), CONFIGS, ids=IDS)
 def test_click_regions_are_the_legal_moves_where_the_notation_says(name, kwargs):
     game = games.make(name, **kwargs)
-    for state, last in positions(game, seed=2):
+    for state, last in positions(game, seed=1):
         root = parse(svg.to_svg(game, state, last_action=last, clickable=True))
         regions = {int(e.get("data-action")): e for e in root.iter() if e.get("data-action")}
         legal = set(game.legal_actions(state))
@@ -248,7 +252,9 @@ def test_replay_refuses_an_illegal_move(tmp_path, capsys):
     with pytest.raises(SystemExit):
         replay.main(["--game", "tictactoe", "--moves", "5 5", "--out", str(tmp_path / "x.gif")])
     err = capsys.readouterr().err
-    assert "move 2" in err and "Legal moves: 1, 2, 3, 4, 6, 7, 8, 9" in err
+    assert "move 2: '5' is not legal here" in err
+    listed = re.search(r"Legal moves: (.*)\.", err).group(1)
+    assert re.split(r"[;,]\s*", listed) == ["1", "2", "3", "4", "6", "7", "8", "9"]
 
 
 def test_replay_from_a_saved_record(tmp_path):
@@ -303,3 +309,15 @@ def test_plot_names_a_bad_line(tmp_path):
         plot.plot(str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"no metrics\.jsonl"):
         plot.plot(str(tmp_path / "missing"))
+
+
+def test_score_counts_what_people_count():
+    othello = games.make("othello")
+    assert svg.score(othello, othello.board(othello.init(jax.random.key(0)))) == (2, 2)
+    dots = games.make("dots_and_boxes", rows=2, cols=2)
+    lattice = np.zeros((5, 5), int)
+    lattice[1, 1], lattice[1, 3], lattice[3, 3] = 1, -1, -1
+    assert svg.score(dots, lattice) == (1, 2)
+    chain = games.make("chain_reaction", rows=3, cols=3)
+    assert svg.score(chain, np.array([[3, 0, -1], [0, -2, 0], [1, 0, 0]])) == (4, 3)
+    assert svg.score(games.make("connect4"), np.zeros((6, 7), int)) is None

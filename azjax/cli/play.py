@@ -160,7 +160,8 @@ class Session:
     def advice(self, top: int = 3) -> Advice:
         """The opponent's analysis of the current position (its search or pure MCTS)."""
         policy, value = compiled_analysis(self.game, self.opponent)(self.state, self._next_key())
-        order = [a for a in np.argsort(-policy, kind="stable") if policy[a] > 0][:top]
+        order = np.argsort(-policy, kind="stable")[:top]
+        order = [a for a in order if policy[a] >= 0.01] or list(order[:1])  # drop the noise
         moves = tuple((self.game.format_action(int(a)), float(policy[a])) for a in order)
         return Advice(moves, value)
 

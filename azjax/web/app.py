@@ -206,6 +206,7 @@ def view(gid: str, entry: Game, first_new: int, evaluate: bool) -> dict[str, Any
         "players": svg.PLAYERS[game.name],
         "ply": len(session.plies),
         "to_move": None if session.over else int(state.current_player),
+        "score": svg.score(game, game.board(state)),
         "over": session.over,
         "result": session.result(),
         "svg": board_svg(session, clickable=session.human_to_move),

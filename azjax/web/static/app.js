@@ -6,6 +6,13 @@ const FRAME_MS = 260; // one Chain Reaction explosion level
 let options = null;
 let current = null; // the latest view from the server
 let busy = false;
+const TITLES = {
+  tictactoe: "Tic-Tac-Toe",
+  connect4: "Connect Four",
+  othello: "Othello",
+  dots_and_boxes: "Dots and Boxes",
+  chain_reaction: "Chain Reaction",
+};
 
 async function api(path, body) {
   const init = body === undefined ? {} : {
@@ -92,14 +99,19 @@ function renderEvaluation(view) {
   $("evaluation").hidden = !ev;
   if (!ev) return;
   const v = ev.value;
+  $("eval-label").textContent = `${playerName(view, 1 - view.human)}'s position before its move, by search:`;
   $("eval-value").textContent = (v >= 0 ? "+" : "") + v.toFixed(2);
   $("eval-bar").style.width = `${Math.round((v + 1) * 50)}%`;
-  $("eval-moves").textContent = "considered: " +
+  $("eval-moves").textContent = "search favoured " +
     ev.moves.map((m) => `${m.move} ${Math.round(m.share * 100)}%`).join(", ");
 }
 
 function renderStatus(view) {
   const you = playerName(view, view.human);
+  $("score").hidden = !view.score;
+  if (view.score) {
+    $("score").textContent = `${view.players[0]} ${view.score[0]} – ${view.players[1]} ${view.score[1]}`;
+  }
   if (view.over) {
     const text = { win: "You win!", loss: "You lose.", draw: "Draw." }[view.result];
     $("result").textContent = text;
@@ -133,11 +145,15 @@ async function render(view) {
   current = view;
   $("hint-text").hidden = true;
   for (const ply of view.new) {
-    for (const frame of ply.frames) {
+    for (const [i, frame] of ply.frames.entries()) {
       showBoard(frame);
-      if (ply.frames.length > 1) await sleep(FRAME_MS);
+      if (ply.frames.length > 1) {  // an explosion, level by level
+        $("board").dataset.frame = `${ply.notation} ${i + 1}/${ply.frames.length}`;
+        await sleep(FRAME_MS);
+      }
     }
   }
+  delete $("board").dataset.frame;
   showBoard(view.svg);
   for (const el of $("board").querySelectorAll(".move")) {
     el.addEventListener("click", () => move(Number(el.dataset.action)));
@@ -220,7 +236,7 @@ async function start() {
     showError(`Cannot reach the server: ${err.message}`);
     return;
   }
-  for (const g of options.games) $("game").add(new Option(g.name, g.name));
+  for (const g of options.games) $("game").add(new Option(TITLES[g.name] || g.name, g.name));
   $("game").addEventListener("change", fillSetup);
   $("new").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
