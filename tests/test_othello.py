@@ -262,8 +262,10 @@ def test_notation_render_and_sizes():
         with pytest.raises(games.IllegalMoveError):
             small.parse_action(bad)
     state = game.init(jax.random.key(0))
-    with pytest.raises(games.IllegalMoveError, match="d3, c4, f5, e6"):
+    with pytest.raises(games.IllegalMoveError, match="Legal moves") as err:
         game.parse_action("pass", state)
+    for move in ("d3", "c4", "f5", "e6"):
+        assert move in str(err.value)
     lines = game.render(state).splitlines()
     assert lines[0].split() == list("abcdefgh")
     assert lines[4].split() == ["4", ".", ".", ".", "o", "x", ".", ".", "."]
