@@ -1,10 +1,11 @@
 """Regenerate azjax/data/connect4_positions.json: Connect4 positions labelled by an exact solver.
 
-Positions come from games in which each move is, with probability --random-prob, a uniformly
-random legal move and otherwise one of the solver's best moves (so late, still-balanced
-positions occur too). Target plies are spread evenly over 0 .. --max-ply; finished positions
-and repeats are skipped. Every legal move of every position is scored by bitbully (exact
-Connect4 solver with opening book; `pip install -e '.[solver]'`).
+Positions come from games that open with a mix of random and solver-best moves (the solver's
+opening book makes these instant) and continue with random moves that do not hand the
+opponent an immediate win. Target plies are spread evenly over 0 .. --max-ply; finished
+positions and repeats are skipped (a ply with no new position left passes on to the next).
+Every legal move of every position is scored by bitbully (exact Connect4 solver with opening
+book; `pip install -e '.[solver]'`).
 
     python scripts/make_connect4_positions.py --count 300 --seed 0
 
@@ -22,22 +23,30 @@ import sys
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "azjax" / "data" / "connect4_positions.json"
 COLS = 7
+BOOK_PLIES = 12  # plies covered by bitbully's opening book
 
 
 def _play_to(solver, rng: random.Random, ply: int, random_prob: float):
-    """A move list of `ply` moves from the empty board, or None when the game ended first."""
+    """A move list of `ply` moves from the empty board, or None when the game ended first.
+
+    Within the opening book (the first BOOK_PLIES moves) a move is, with probability
+    `random_prob`, uniformly random and otherwise one of the solver's best moves; later moves
+    are random among those that do not let the opponent win at once (solving every middle-game
+    position along the way would be slow), so late positions stay undecided more often.
+    """
     import bitbully
 
     board = bitbully.Board()
     moves: list[int] = []
-    for _ in range(ply):
+    for t in range(ply):
         legal = board.legal_moves()
-        if rng.random() < random_prob:
-            move = rng.choice(legal)
-        else:
+        if t < BOOK_PLIES and rng.random() >= random_prob:
             scores = solver.score_all_moves(board)
             top = max(scores.values())
             move = rng.choice(sorted(c for c, s in scores.items() if s == top))
+        else:
+            safe = [c for c in legal if not board.play_on_copy(c).can_win_next()]
+            move = rng.choice(safe or legal)
         won = board.play_on_copy(move).has_win()
         board.play(move)
         moves.append(move)
@@ -54,14 +63,17 @@ def generate(count: int, seed: int, max_ply: int, random_prob: float) -> dict:
     positions, seen = [], set()
     for i in range(count):
         ply = round(i * max_ply / max(count - 1, 1))
+        tries = 0
         while True:
+            tries += 1
+            if tries % 50 == 0:
+                ply += 1  # this ply has no new position left (the first plies have few)
             moves = _play_to(solver, rng, ply, random_prob)
             if moves is None:
                 continue
             text = "".join(map(str, moves))
-            if text in seen and ply > 2:
-                continue
-            break
+            if text not in seen:
+                break
         seen.add(text)
         scores = solver.score_all_moves(bitbully.Board(moves))
         positions.append({"moves": text, "scores": [scores.get(c) for c in range(COLS)]})
