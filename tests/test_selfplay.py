@@ -1,0 +1,184 @@
+"""Self-play: legal replayable games with auto-reset, PCR masks, batch independence, examples."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import games
+from azjax.network import NetworkConfig, init_params, make_network
+from azjax.search import SearchConfig, network_evaluator
+from azjax.selfplay import SelfPlayConfig, make_rollout, make_selfplay
+
+GAMES = [
+    ("tictactoe", {}, "gumbel"),
+    ("tictactoe", {}, "puct"),
+    ("connect4", {}, "puct"),
+    ("othello", {"size": 6}, "gumbel"),
+    ("dots_and_boxes", {"rows": 2, "cols": 2}, "puct"),
+    ("chain_reaction", {"rows": 3, "cols": 3}, "gumbel"),
+]
+
+
+def tiny_net(game):
+    net = make_network(game, NetworkConfig(blocks=1, channels=8))
+    return network_evaluator(net), init_params(net, game, jax.random.key(0))
+
+
+def integer_evaluator(game):
+    """A fixed linear evaluator whose sums are exact in float32 (0/1 planes, integer weights),
+    so its outputs do not depend on the batch size the way a conv net's rounding does."""
+    size = int(np.prod(game.observation_shape))
+    rng = np.random.default_rng(0)
+    w_logits = jnp.asarray(rng.integers(-3, 4, (size, game.num_actions)), jnp.float32)
+    w_value = jnp.asarray(rng.integers(-3, 4, size), jnp.float32)
+
+    def evaluate(params, states, key):
+        del params, key
+        obs = jax.vmap(game.observe)(states).reshape(-1, size)
+        return (obs @ w_logits) / 4.0, jnp.tanh((obs @ w_value) / 8.0)
+
+    return evaluate
+
+
+def start(game, batch):
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
+    return states, jnp.zeros(batch, jnp.int32)
+
+
+def rollout_inputs(length, batch, seed, full_every=3):
+    full = jnp.arange(length) % full_every == 0
+    return full, jax.random.split(jax.random.key(seed), (length, batch))
+
+
+@pytest.mark.parametrize("name,kwargs,algorithm", GAMES, ids=[f"{g[0]}-{g[2]}" for g in GAMES])
+def test_selfplay_games_are_legal_and_replay_exactly(name, kwargs, algorithm):
+    """Replaying each slot's recorded moves from the start position reproduces every
+    observation, mover, reward, discount and game end, and every move was legal; a finished
+    game is followed at once by a new game (auto-reset) in the same slot."""
+    game = games.make(name, **kwargs)
+    evaluate, params = tiny_net(game)
+    search = SearchConfig(algorithm=algorithm, num_simulations=6, max_num_considered_actions=4)
+    selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=4)
+    rollout = jax.jit(make_rollout(game, evaluate, search, selfplay))
+    batch, length = 3, min(2 * game.max_game_length + 5, 60)
+    full, keys = rollout_inputs(length, batch, seed=1)
+    states, moves, traj = rollout(params, *start(game, batch), full, keys)
+    traj = jax.tree.map(np.asarray, traj)
+
+    step, observe = jax.jit(game.step), jax.jit(game.observe)
+    initial = game.init(jax.random.key(0))
+    ended_games = 0
+    for b in range(batch):
+        state, count = initial, 0
+        for t in range(length):
+            where = f"slot {b}, step {t}"
+            np.testing.assert_array_equal(observe(state), traj.observation[t, b], err_msg=where)
+            assert int(state.current_player) == traj.player[t, b], where
+            action = int(traj.action[t, b])
+            assert bool(state.legal_action_mask[action]), f"illegal move {action} at {where}"
+            nxt = step(state, action)
+            mover = int(state.current_player)
+            assert float(nxt.rewards[mover]) == traj.reward[t, b], where
+            assert bool(nxt.terminated) == traj.terminated[t, b], where
+            expected_discount = (
+                0.0 if nxt.terminated else (1.0 if int(nxt.current_player) == mover else -1.0)
+            )
+            assert traj.discount[t, b] == expected_discount, where
+            count += 1
+            if bool(nxt.terminated):
+                ended_games += 1
+                nxt, count = initial, 0
+            state = nxt
+        assert int(moves[b]) == count
+        final = jax.tree.map(lambda x, b=b: x[b], states)
+        np.testing.assert_array_equal(observe(state), observe(final))
+    assert ended_games >= 1, "no game finished: the auto-reset was not exercised"
+    assert traj.valid.all()
+
+
+@pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
+def test_vmapped_selfplay_equals_one_game_at_a_time(algorithm):
+    game = games.make("tictactoe")
+    evaluate = integer_evaluator(game)
+    search = SearchConfig(algorithm=algorithm, num_simulations=8, max_num_considered_actions=4)
+    selfplay = SelfPlayConfig(fast_simulations=3, temperature_moves=3)
+    rollout = jax.jit(make_rollout(game, evaluate, search, selfplay))
+    batch, length = 4, 14
+    full, keys = rollout_inputs(length, batch, seed=2, full_every=2)
+    _, _, together = rollout(None, *start(game, batch), full, keys)
+    for b in range(batch):
+        _, _, alone = rollout(None, *start(game, 1), full, keys[:, b : b + 1])
+        for field in together.__dataclass_fields__:
+            np.testing.assert_allclose(
+                getattr(together, field)[:, b],
+                getattr(alone, field)[:, 0],
+                rtol=1e-6,
+                err_msg=f"slot {b}, {field}",
+            )
+    # The slots play different games (their keys differ).
+    assert len({tuple(np.asarray(together.action[:, b])) for b in range(batch)}) > 1
+
+
+def test_playout_cap_randomization_masks():
+    game = games.make("tictactoe")
+    evaluate = integer_evaluator(game)
+    search = SearchConfig(algorithm="puct", num_simulations=8)
+    selfplay = SelfPlayConfig(fast_simulations=2)
+    rollout = jax.jit(make_rollout(game, evaluate, search, selfplay))
+    full = jnp.array([1, 0, 0, 1, 1, 0, 1, 0], bool)
+    keys = jax.random.split(jax.random.key(3), (8, 5))
+    _, _, traj = rollout(None, *start(game, 5), full, keys)
+    mask = np.asarray(traj.policy_mask)
+    np.testing.assert_array_equal(mask, np.broadcast_to(np.asarray(full)[:, None], (8, 5)))
+    sums = np.asarray(traj.policy).sum(-1)
+    np.testing.assert_allclose(sums[mask], 1.0, rtol=1e-5)  # full search: a policy target
+    assert (sums[~mask] == 0).all()  # fast search: none
+    # A full PUCT search's policy is its visit distribution over the 8 simulations.
+    visits = np.asarray(traj.policy)[mask] * 8
+    np.testing.assert_allclose(visits, np.round(visits), atol=1e-4)
+
+
+@pytest.mark.parametrize("prob", [0.5, 1.0])
+def test_chunks_emit_every_position_once_with_pcr_masks(prob):
+    game = games.make("tictactoe")
+    evaluate, params = tiny_net(game)
+    search = SearchConfig(num_simulations=6, max_num_considered_actions=4)
+    cfg = SelfPlayConfig(batch_size=6, chunk_moves=5, full_search_prob=prob, fast_simulations=2)
+    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
+    chunk_fn = jax.jit(chunk_fn)
+    carry = init_fn(jax.random.key(0))
+    emitted, finished, chunks = 0, 0, 6
+    for c in range(chunks):
+        carry, ex, metrics = chunk_fn(params, carry, jax.random.key(c + 1))
+        ex = jax.tree.map(np.asarray, ex)
+        assert ex.valid.shape == (30,) and ex.observation.shape == (30, 3, 3, 2)
+        valid = ex.valid
+        assert not (ex.policy_mask & ~valid).any()
+        sums = ex.policy.sum(-1)
+        np.testing.assert_allclose(sums[ex.policy_mask], 1.0, rtol=1e-5)
+        assert (sums[~ex.policy_mask] == 0).all()
+        # z targets of tic-tac-toe are game results.
+        assert set(np.unique(ex.value[valid])) <= {-1.0, 0.0, 1.0}
+        assert (ex.value[~valid] == 0).all()
+        assert int(metrics["dropped_positions"]) == 0
+        if prob == 1.0:
+            assert (ex.policy_mask == valid).all()
+            assert float(metrics["full_search_fraction"]) == 1.0
+        emitted += int(valid.sum())
+        finished += int(metrics["games_finished"])
+        assert 5 <= float(metrics["mean_game_length"]) <= 9 or int(metrics["games_finished"]) == 0
+    # Nothing is lost: every searched position was emitted or is still pending.
+    assert emitted + int(carry.pending.valid.sum()) == chunks * 30
+    assert finished > 0 and emitted > chunks * 30 // 2
+
+
+def test_config_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match="full_search_prob"):
+        SelfPlayConfig(full_search_prob=0.0)
+    with pytest.raises(ValueError, match="'zz'"):
+        SelfPlayConfig(value_target="zz")
+    with pytest.raises(ValueError, match="chunk_moves"):
+        SelfPlayConfig(chunk_moves=0)
