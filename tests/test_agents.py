@@ -335,3 +335,18 @@ def test_pure_mcts_analysis():
     assert int(np.argmax(np.asarray(policy))) == 2
     assert float(value) > 0.0  # the mean of the searched values, poorer moves included
     assert np.all(np.asarray(policy)[~np.asarray(state.legal_action_mask)] == 0)
+
+
+def test_ladder_of_a_run(tiny_run, tmp_path):
+    import json
+
+    from azjax.cli.evaluate import main
+
+    out, png = tmp_path / "ladder.json", tmp_path / "elo.png"
+    argv = ["--ladder", str(tiny_run), "--baselines", "random", "--kind", "policy"]
+    assert main([*argv, "--games", "2", "--quiet", "--json", str(out), "--png", str(png)]) == 0
+    data = json.loads(out.read_text())
+    assert data["steps"] == [1, 2]
+    assert set(data["elo"]) == {"random", f"policy:{tiny_run}@1", f"policy:{tiny_run}@2"}
+    assert len(data["matches"]) == 3  # each checkpoint vs random, and the newer vs the older
+    assert png.stat().st_size > 0

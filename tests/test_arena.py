@@ -189,3 +189,44 @@ def test_ladder_orders_rigged_agents():
     assert [r.score for r in results] == [0.0, 0.0, 0.0]
     assert ratings.ratings["random"] == 0.0
     assert 0.0 < ratings.ratings["one"] < ratings.ratings["three"]
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def test_cli_refuses_bad_input_clearly(capsys):
+    from azjax.cli.evaluate import main
+
+    cases = [
+        (["--game", "tictactoe", "--a", "alphabeta:x", "--b", "random"], "bad agent spec"),
+        (["--game", "tictactoe", "--a", "random"], "--a needs --b"),
+        (["--game", "go", "--a", "random", "--b", "random"], "unknown game 'go'"),
+        (["--game", "othello", "--size", "size", "--a", "random", "--b", "random"], "KEY=VALUE"),
+        (["--game", "othello", "--size", "size=7", "--a", "random", "--b", "random"], "6 or 8"),
+        (["--a", "random", "--b", "random"], "--game is needed"),
+        (["--game", "tictactoe", "--round-robin", "random"], "at least two specs"),
+        (["--game", "tictactoe", "--solver", "random"], "Connect4"),
+        (["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "0"], "--games"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv
+
+
+def test_cli_round_robin_and_solver_write_json(tmp_path):
+    import json
+
+    from azjax.cli.evaluate import main
+
+    out = tmp_path / "rr.json"
+    argv = ["--game", "tictactoe", "--round-robin", "random,alphabeta:9", "--games", "6"]
+    assert main([*argv, "--quiet", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (m,) = data["matches"]
+    assert (m["a"], m["b"], m["games"], m["wins"]) == ("random", "alphabeta:9", 6, 0)
+    assert data["elo"]["random"] == 0.0 and data["elo"]["alphabeta:9"] > 0
+
+    out = tmp_path / "solver.json"
+    assert main(["--solver", "greedy", "--json", str(out)]) == 0
+    acc = json.loads(out.read_text())["accuracy"]
+    assert acc["positions"] >= 200 and 0 < acc["best_move"] <= acc["keeps_result"] <= 1
