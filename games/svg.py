@@ -36,6 +36,7 @@ PLAYERS: dict[str, tuple[str, str]] = {
 }
 _INK = "#333333"
 _FAINT = "#9a9a9a"
+WIN_COLOUR = "#2b2d42"  # the line through a winning row
 COUNT_COLOUR = "#1b1b2f"  # Chain Reaction: the count of a cell holding more than three orbs
 _FONT = "font-family:Helvetica,Arial,sans-serif"
 
@@ -59,6 +60,8 @@ class Shape:
 
 @dataclasses.dataclass(frozen=True)
 class Picture:
+    """A whole picture: its size in pixels, background colour and shapes (drawn in order)."""
+
     width: float
     height: float
     background: str
@@ -228,11 +231,28 @@ def rasterise(pic: Picture, supersample: int = 3) -> Any:
 # ----------------------------------------------------------------------------- games
 
 
+def _runs(board: np.ndarray, length: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(first, last) cells of every straight run of `length` equal non-zero cells."""
+    rows, cols = board.shape
+    found = []
+    for r in range(rows):
+        for c in range(cols):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                end = (r + dr * (length - 1), c + dc * (length - 1))
+                if not (0 <= end[0] < rows and 0 <= end[1] < cols) or board[r, c] == 0:
+                    continue
+                if all(board[r + dr * k, c + dc * k] == board[r, c] for k in range(length)):
+                    found.append(((r, c), end))
+    return found
+
+
 def _margin(cell: float) -> float:
     return round(cell * 0.45)
 
 
-def _tictactoe(game, board, legal, last, cell) -> Picture:
+def _tictactoe(
+    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
+) -> Picture:
     m = _margin(cell) / 2
     x_col, o_col = COLOURS["tictactoe"]
     shapes: list[Shape] = []
@@ -256,11 +276,17 @@ def _tictactoe(game, board, legal, last, cell) -> Picture:
                 shapes.append(Shape("text", (cx, cy, cell * 0.22), _FAINT, text=str(a + 1)))
             if legal[a]:
                 shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=a))
+    for (r1, c1), (r2, c2) in _runs(board, 3):  # the winning line
+        x1, y1 = m + (c1 + 0.5) * cell, m + (r1 + 0.5) * cell
+        x2, y2 = m + (c2 + 0.5) * cell, m + (r2 + 0.5) * cell
+        shapes.append(Shape("line", (x1, y1, x2, y2), None, WIN_COLOUR, 7))
     side = 3 * cell + 2 * m
     return Picture(side, side, "#ffffff", tuple(shapes))
 
 
-def _connect4(game, board, legal, last, cell) -> Picture:
+def _connect4(
+    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
+) -> Picture:
     rows, cols = board.shape
     m = _margin(cell)
     red, yellow = COLOURS["connect4"]
@@ -277,6 +303,10 @@ def _connect4(game, board, legal, last, cell) -> Picture:
             shapes.append(Shape("circle", (cx, cy, cell * 0.4), fill, "#153a66", 2))
             if last == c and last_row == r:
                 shapes.append(Shape("circle", (cx, cy, cell * 0.1), "#ffffff"))
+    for (r1, c1), (r2, c2) in _runs(board, 4):  # the winning four
+        x1, y1 = m / 2 + (c1 + 0.5) * cell, m / 2 + (r1 + 0.5) * cell
+        x2, y2 = m / 2 + (c2 + 0.5) * cell, m / 2 + (r2 + 0.5) * cell
+        shapes.append(Shape("line", (x1, y1, x2, y2), None, WIN_COLOUR, 8))
     for c in range(cols):
         x = m / 2 + (c + 0.5) * cell
         shapes.append(
@@ -289,7 +319,9 @@ def _connect4(game, board, legal, last, cell) -> Picture:
     return Picture(cols * cell + m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))
 
 
-def _othello(game, board, legal, last, cell) -> Picture:
+def _othello(
+    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
+) -> Picture:
     n = board.shape[0]
     m = _margin(cell)
     black, white = COLOURS["othello"]
@@ -324,7 +356,9 @@ def _othello(game, board, legal, last, cell) -> Picture:
     return Picture(side, side, "#ffffff", tuple(shapes))
 
 
-def _dots_and_boxes(game, board, legal, last, cell) -> Picture:
+def _dots_and_boxes(
+    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
+) -> Picture:
     rows, cols = (board.shape[0] - 1) // 2, (board.shape[1] - 1) // 2
     m = _margin(cell)
     colours = COLOURS["dots_and_boxes"]
@@ -386,7 +420,9 @@ _ORB_LAYOUT = {
 }
 
 
-def _chain_reaction(game, board, legal, last, cell) -> Picture:
+def _chain_reaction(
+    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
+) -> Picture:
     rows, cols = board.shape
     m = _margin(cell)
     p0, p1 = COLOURS["chain_reaction"]

@@ -137,8 +137,14 @@ def test_end_of_input_leaves_quietly():
 def test_colour_only_when_asked():
     game = games.make("tictactoe")
     state = game.checked_step(game.init(jax.random.key(0)), 4)
-    assert "\x1b[" in play.draw(game, state, colour=True)
-    assert play.draw(game, state, colour=False) == game.render(state)
+    assert play.draw(game, state, colour=False) == "1 2 3\n4 X 6\n7 8 9"
+    coloured = play.draw(game, state, colour=True)
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == "1 2 3\n4 X 6\n7 8 9"
+    assert "\x1b[1;31mX\x1b[0m" in coloured
+    other = games.make("connect4")
+    after = other.checked_step(other.init(jax.random.key(0)), 3)
+    assert play.draw(other, after, colour=False) == other.render(after)
+    assert "\x1b[1;31mX\x1b[0m" in play.draw(other, after, colour=True)
 
 
 def test_command_line_game_and_saved_record(tmp_path):

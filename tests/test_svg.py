@@ -97,6 +97,9 @@ def test_pieces_drawn_match_the_board(name, kwargs):
         board = np.asarray(game.board(state))
         root = parse(svg.to_svg(game, state, last_action=last))
         mine, theirs = int((board > 0).sum()), int((board < 0).sum())
+        if name in ("tictactoe", "connect4"):  # a line through a win, and only then
+            won = bool(state.terminated) and float(np.abs(np.asarray(state.rewards)).sum()) > 0
+            assert (count(root, "line", stroke=svg.WIN_COLOUR) > 0) == won
         if name == "tictactoe":
             assert count(root, "line", stroke=p0) == 2 * mine  # an X is two strokes
             assert count(root, "circle", stroke=p1) == theirs
@@ -194,6 +197,12 @@ def test_bad_calls_are_refused():
     game = games.make("tictactoe")
     with pytest.raises(ValueError, match="needs a state or a board"):
         svg.to_svg(game)
+
+    class Chess:
+        name, num_actions = "chess", 4672
+
+    with pytest.raises(ValueError, match="no picture for game 'chess'"):
+        svg.picture(Chess(), board=np.zeros((8, 8), int))
 
 
 # ----------------------------------------------------------------------------- replays

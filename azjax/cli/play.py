@@ -196,11 +196,20 @@ def player_name(game: games.Game, player: int) -> str:
 
 
 def draw(game: games.Game, state: State, colour: bool) -> str:
-    """The game's text picture, its marks coloured when `colour`."""
-    text = game.render(state)
+    """The game's text picture, its marks coloured when `colour`. Tic-Tac-Toe shows the
+    number of each empty cell (its name in the notation) instead of a dot."""
+    if game.name == "tictactoe":
+        marks = {1: "X", -1: "O"}
+        board = np.asarray(game.board(state)).reshape(-1)
+        cells = [marks.get(int(v), str(i + 1)) for i, v in enumerate(board)]
+        text = "\n".join(" ".join(cells[r : r + 3]) for r in (0, 3, 6))
+    else:
+        text = game.render(state)
     if not colour or game.name not in _MARKS:
         return text
     table = {mark: f"{_ANSI[c]}{mark}{_RESET}" for mark, c in _MARKS[game.name]}
+    if game.name == "tictactoe":
+        table.update({str(n): f"{_ANSI['dim']}{n}{_RESET}" for n in range(1, 10)})
     return "".join(table.get(ch, ch) for ch in text)
 
 
