@@ -296,3 +296,15 @@ def test_chain_reaction_explosions_come_level_by_level(client):
             assert all("data-action" not in f for f in ply["frames"])
             state = game.checked_step(state, game.parse_action(ply["notation"], state))
     assert exploded
+
+
+def test_moves_without_a_place_on_the_board_become_buttons():
+    from azjax.web.app import BrowserGame, view
+
+    game = games.make("othello", size=6)
+    session = play.Session(game, "random", 0, seed=0)
+    only_pass = jnp.zeros(game.num_actions, bool).at[game.num_actions - 1].set(True)
+    session.states[-1] = session.state.replace(legal_action_mask=only_pass)
+    shown = view("g", BrowserGame(session, {"size": 6}), 0, evaluate=False)
+    assert shown["buttons"] == [{"action": game.num_actions - 1, "label": "pass"}]
+    assert clickable(shown) == [] and shown["legal"] == ["pass"]

@@ -159,7 +159,7 @@ def game_kwargs(name: Any, given: Any) -> dict[str, int]:
     return out
 
 
-class Game:
+class BrowserGame:
     """A browser game: a Session, its size keywords and a lock."""
 
     def __init__(self, session: Session, kwargs: dict[str, int]) -> None:
@@ -184,7 +184,7 @@ def ply_frames(session: Session, index: int) -> list[str]:
     return [*frames, board_svg(session, index + 1)]
 
 
-def view(gid: str, entry: Game, first_new: int, evaluate: bool) -> dict[str, Any]:
+def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[str, Any]:
     """Everything the page shows, with the plies from `first_new` on to animate."""
     session = entry.session
     game, state = session.game, session.state
@@ -239,10 +239,10 @@ def create_app(
 ) -> Starlette:
     """The server. `runs_dir`: where to look for checkpoints; `evaluate`: analyse each agent
     move (an extra search per move); `max_games`: games kept (the least recently used go)."""
-    store: collections.OrderedDict[str, Game] = collections.OrderedDict()
+    store: collections.OrderedDict[str, BrowserGame] = collections.OrderedDict()
     store_lock = threading.Lock()
 
-    def lookup(request: Request) -> tuple[str, Game]:
+    def lookup(request: Request) -> tuple[str, BrowserGame]:
         gid = request.path_params["gid"]
         with store_lock:
             if gid not in store:
@@ -250,7 +250,7 @@ def create_app(
             store.move_to_end(gid)
             return gid, store[gid]
 
-    def check_ply(entry: Game, ply: int) -> None:
+    def check_ply(entry: BrowserGame, ply: int) -> None:
         current = len(entry.session.plies)
         if ply != current:
             raise ApiError(
@@ -297,10 +297,10 @@ def create_app(
             raise ApiError(400, f"unknown opponent {data['opponent']!r}; offered: {offered}")
         seed = data.get("seed", secrets.randbits(31))
 
-        def start() -> Game:
+        def start() -> BrowserGame:
             session = Session(games.make(name, **kwargs), data["opponent"], human, seed)
             session.reply(evaluate)
-            return Game(session, kwargs)
+            return BrowserGame(session, kwargs)
 
         try:
             entry = await run_in_threadpool(start)
