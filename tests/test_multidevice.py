@@ -13,6 +13,7 @@ from test_train import ROOT, TICTACTOE, TINY
 pytestmark = pytest.mark.xdist_group("train")
 
 SAME_STEP = r"""
+import dataclasses
 import sys
 
 import jax
@@ -37,8 +38,9 @@ assert state.params["params"]["Dense_0"]["kernel"].sharding.is_fully_replicated
 state, metrics = trainer.iterate(state)
 assert bool(metrics["train/trained"]), metrics
 
-# One train step on the same global batch with 1 and with 4 devices.
-optimizer = make_optimizer(config.optim, 100)
+# Two train steps on the same global batch with 1 and with 4 devices (SGD, so the parameter
+# change is proportional to the all-reduced gradient).
+optimizer = make_optimizer(dataclasses.replace(config.optim, optimizer="sgd"), 100)
 step = make_train_step(trainer.network, optimizer, config.optim)
 batch = jax.device_get(make_sampler(trainer.game, 32)(state.buffer, jax.random.key(1)))
 params = jax.device_get(state.params)
@@ -46,9 +48,8 @@ results = []
 for mesh in (parallel.make_mesh(devices[:1]), parallel.make_mesh(devices)):
     rep, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
     jitted = jax.jit(step, in_shardings=(rep, rep, data), out_shardings=rep)
-    opt_state = optimizer.init(params)
-    new_params, _, out = jitted(params, opt_state, batch)
-    new_params, _, out = jitted(new_params, optimizer.init(params), batch)
+    new_params, opt_state, out = jitted(params, optimizer.init(params), batch)
+    new_params, _, out = jitted(new_params, opt_state, batch)
     results.append((jax.device_get(new_params), jax.device_get(out["loss"])))
 (one, loss1), (four, loss4) = results
 np.testing.assert_allclose(loss1, loss4, rtol=1e-5)
