@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import pathlib
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import xml.etree.ElementTree as ET
 
 import jax
@@ -308,3 +314,27 @@ def test_moves_without_a_place_on_the_board_become_buttons():
     shown = view("g", BrowserGame(session, {"size": 6}), 0, evaluate=False)
     assert shown["buttons"] == [{"action": game.num_actions - 1, "label": "pass"}]
     assert clickable(shown) == [] and shown["legal"] == ["pass"]
+
+
+def test_command_line_server_answers(runs):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = pathlib.Path(__file__).resolve().parent.parent
+    command = [sys.executable, "scripts/serve.py", "--runs", str(runs), "--port", str(port)]
+    server = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/options") as response:
+                    options = json.load(response)
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read().decode()
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.2)
+        assert options["runs"][0]["game"] == "tictactoe"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
