@@ -242,18 +242,21 @@ def test_least_recently_used_games_expire():
         assert c.get(f"/api/games/{third['id']}").status_code == 200
 
 
-def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch):
+def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
     traces = []
+    wrapped = {}
     real_make = agents.make
 
     def counting_make(spec, game):
         agent = real_make(spec, game)
+        if agent.fn not in wrapped:
 
-        def fn(params, state, key):
-            traces.append(spec)  # runs only while jax traces the function
-            return agent.fn(params, state, key)
+            def fn(params, state, key, inner=agent.fn):
+                traces.append(spec)  # runs only while jax traces the function
+                return inner(params, state, key)
 
-        return agent.replace(fn=fn)
+            wrapped[agent.fn] = fn
+        return agent.replace(fn=wrapped[agent.fn])
 
     monkeypatch.setattr(agents, "make", counting_make)
     monkeypatch.setattr(play, "_AGENTS", {})
@@ -262,12 +265,18 @@ def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch):
             view = new_game(c, human=1, seed=seed)
             c.post(f"/api/games/{view['id']}/move", json={"action": clickable(view)[0], "ply": 1})
     assert traces == ["random"]
+    # Two checkpoints of one run: other parameters, the same compiled function.
+    game = games.make("tictactoe")
+    path = runs / "group" / "ttt"
+    for step in (1, 2):
+        play.Session(game, f"policy:{path}@{step}", 1, seed=0).reply()
+    assert traces == ["random", f"policy:{path}@1"]
 
 
 def test_checkpoint_opponents_and_evaluation(runs):
     path = str(runs / "group" / "ttt")
     with TestClient(create_app(str(runs), evaluate=True)) as c:
-        view = new_game(c, human=1, opponent=f"policy:{path}", seed=2)
+        view = new_game(c, human=1, opponent=f"policy:{path}@2", seed=2)
         assert view["moves"][0]["by"] == "agent"
         evaluation = view["evaluation"]
         assert -1.0 <= evaluation["value"] <= 1.0
@@ -276,7 +285,9 @@ def test_checkpoint_opponents_and_evaluation(runs):
         hint = c.post(f"/api/games/{view['id']}/hint", json={"ply": 1}).json()
         legal = set(view["legal"])
         assert {m["move"] for m in hint["moves"]} <= legal and -1 <= hint["value"] <= 1
-        other = c.post("/api/games", json={"game": "connect4", "opponent": f"search:{path}"})
+        older = c.post("/api/games", json={"game": "tictactoe", "opponent": f"policy:{path}@1"})
+        assert older.status_code == 400  # only the newest checkpoint is offered
+        other = c.post("/api/games", json={"game": "connect4", "opponent": f"search:{path}@2"})
         assert other.status_code == 400 and "unknown opponent" in other.json()["error"]
 
 

@@ -32,11 +32,13 @@ State = Any
 
 _LOCK = threading.Lock()
 _AGENTS: dict[tuple[Any, str], Callable[[State, jax.Array], int]] = {}
+_JITTED: dict[Callable, Callable] = {}
 _ANALYSERS: dict[tuple[Any, str], Callable[[State, jax.Array], tuple[np.ndarray, float]]] = {}
 
 
 def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], int]:
-    """`agent(state, key) -> action` for `spec`, jitted once per (game, spec) and cached.
+    """`agent(state, key) -> action` for `spec`, made once per (game, spec) and cached; the
+    move function is jitted once and shared by specs that differ only in parameters.
 
     Raises ValueError (from `azjax.agents.make`) for a bad spec or a checkpoint that does
     not fit the game.
@@ -46,7 +48,9 @@ def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], 
             from azjax import agents
 
             agent = agents.make(spec, game)
-            fn = jax.jit(agent.fn)
+            if agent.fn not in _JITTED:  # shared by every checkpoint of the same net shape
+                _JITTED[agent.fn] = jax.jit(agent.fn)
+            fn = _JITTED[agent.fn]
             _AGENTS[game, spec] = lambda state, key: int(fn(agent.params, state, key))
         return _AGENTS[game, spec]
 

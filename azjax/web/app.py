@@ -129,9 +129,10 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
 def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> list[str]:
     """The agent specs offered for a game of this size."""
     specs = list(BASELINES)
-    for run in runs:
+    for run in runs:  # the newest checkpoint, named, so a newer one is a new opponent
         if run["game"] == name and run["kwargs"] == kwargs:
-            specs += [f"search:{run['path']}", f"policy:{run['path']}"]
+            at = f"{run['path']}@{run['steps'][-1]}"
+            specs += [f"search:{at}", f"policy:{at}"]
     return specs
 
 

@@ -73,7 +73,7 @@ function fillOpponents() {
     if (run.game !== name || !sameKwargs(run.kwargs, kwargs)) continue;
     const step = run.steps[run.steps.length - 1];
     for (const kind of ["search", "policy"]) {
-      const spec = `${kind}:${run.path}`;
+      const spec = `${kind}:${run.path}@${step}`;
       $("opponent").add(new Option(`${kind}: ${run.path} (step ${step})`, spec));
     }
   }
