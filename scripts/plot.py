@@ -68,17 +68,24 @@ def numeric_series(rows: list[dict]) -> tuple[str, list[float], dict[str, list[f
 
 def panels(series: dict[str, list[float]]) -> list[tuple[str, list[str]]]:
     """Fields grouped into titled panels. Fields no named panel claims share a panel with the
-    fields of the same prefix ("replay/...") and the same order of magnitude."""
-    groups: dict[str, list[str]] = {title: [] for title, _ in PANELS}
+    fields of the same prefix ("replay/...") whose peaks lie within the same two decades."""
+    named: dict[str, list[str]] = {title: [] for title, _ in PANELS}
+    rest: dict[tuple[str, int], list[str]] = {}
     for name, values in series.items():
         leaf = name.lower().rsplit("/", 1)[-1]
         title = next((t for t, claims in PANELS if claims(leaf)), None)
-        if title is None:
-            prefix = name.rsplit("/", 1)[0] if "/" in name else "other"
-            peak = max((abs(v) for v in values if v == v), default=0.0)
-            title = f"{prefix} (~1e{math.floor(math.log10(peak)) if peak > 0 else 0})"
-        groups.setdefault(title, []).append(name)
-    return [(t, names) for t, names in groups.items() if names]
+        if title is not None:
+            named[title].append(name)
+            continue
+        prefix = name.rsplit("/", 1)[0] if "/" in name else "other"
+        peak = max((abs(v) for v in values if v == v), default=0.0)
+        bucket = math.floor(math.log10(peak) / 2) if peak > 0 else 0
+        rest.setdefault((prefix, bucket), []).append(name)
+    out = [(t, names) for t, names in named.items() if names]
+    for (prefix, bucket), names in sorted(rest.items()):
+        split = sum(p == prefix for p, _ in rest) > 1
+        out.append((f"{prefix} (~1e{2 * bucket}+)" if split else prefix, names))
+    return out
 
 
 def plot(workdir: str, out: str | None = None) -> pathlib.Path:
@@ -103,10 +110,14 @@ def plot(workdir: str, out: str | None = None) -> pathlib.Path:
     cols = min(len(groups), 3)
     nrows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.6 * nrows), squeeze=False)
+    pad = max((max(xs) - min(xs)) * 0.03, 0.5)
+    span = (min(xs) - pad, max(xs) + pad)  # one x range for every panel
     for ax, (title, names) in zip(axes.flat, groups, strict=False):
-        for name in names:
-            line = ax.plot(xs, series[name], marker="o" if len(xs) < 30 else None, ms=3)[0]
-            line.set_label(name)
+        for name in names:  # points where the field was written, joined across gaps
+            points = [(x, y) for x, y in zip(xs, series[name], strict=True) if y == y]
+            px, py = zip(*points, strict=True) if points else ((), ())
+            marker = "o" if len(points) < 30 else None
+            line = ax.plot(px, py, marker=marker, ms=3, label=name)[0]
             done = [(r.get(x_key, xs[-1]), r[name]) for r in finals if name in r]
             if done:
                 ax.plot(
@@ -116,6 +127,7 @@ def plot(workdir: str, out: str | None = None) -> pathlib.Path:
                     color=line.get_color(),
                     label=f"{name} (final)",
                 )
+        ax.set_xlim(*span)
         ax.set_title(title)
         ax.set_xlabel(x_key)
         ax.grid(alpha=0.3)
