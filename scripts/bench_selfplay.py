@@ -1,0 +1,224 @@
+"""Self-play throughput: `python scripts/bench.py selfplay [options]`.
+
+For each point of the grid (game x net x batch x simulations x algorithm) it measures:
+
+- self-play (`azjax.selfplay` chunks, auto-reset): simulations/s and positions/s;
+- the network alone for the same number of evaluations (root + one per simulation, batch B),
+  and the ratio self-play time / network time (the search and game overhead);
+- the fraction of searched positions that became training targets (value known, emitted);
+- a plain loop that plays B games from the start until all have finished (no auto-reset),
+  its useful positions/s and the share of its searches spent on finished games.
+
+Defaults are the full CPU/GPU grid of the issue; pick a small one on CPU, e.g.
+`--games connect4 --nets 2x32 --batches 64 --sims 16 --chunks 2 --warmup 0`.
+Prints a table and writes JSON (`--out`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+
+import games
+from azjax.network import NetworkConfig, init_params, make_network
+from azjax.search import SearchConfig, network_evaluator, run_search
+from azjax.selfplay import SelfPlayConfig, make_selfplay
+
+GAME_KWARGS = {"chain_reaction": {"rows": 5, "cols": 5}, "othello": {"size": 8}}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench.py selfplay", description=__doc__.split("\n")[0])
+    p.add_argument("--games", default="connect4,chain_reaction", help="comma-separated games")
+    p.add_argument("--nets", default="2x32,4x64", help="BLOCKSxCHANNELS, comma-separated")
+    p.add_argument("--batches", default="256,1024", help="games in flight, comma-separated")
+    p.add_argument("--sims", default="32,128", help="simulations per search, comma-separated")
+    p.add_argument("--algorithms", default="gumbel,puct")
+    p.add_argument("--chunk-moves", type=int, default=16, help="moves per self-play chunk")
+    p.add_argument("--chunks", type=int, default=3, help="timed chunks")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed chunks first (default: enough moves for a longest game, so the pending "
+        "buffer of unfinished games is in its steady state)",
+    )
+    p.add_argument(
+        "--full-prob", type=float, default=1.0, help="PCR full-search probability (1: off)"
+    )
+    p.add_argument("--fast-sims", type=int, default=8, help="PCR fast-search simulations")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
+    p.add_argument("--out", default="bench_selfplay.json", help="JSON output path")
+    return p.parse_args(argv)
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def timed(fn, *args, reps: int = 1):
+    """Seconds per call of an already compiled `fn` (median-free: total / reps) and last output."""
+    out = jax.block_until_ready(fn(*args))
+    start = time.perf_counter()
+    for _ in range(reps):
+        out = jax.block_until_ready(fn(*args))
+    return (time.perf_counter() - start) / reps, out
+
+
+def network_only(net, params, obs: jax.Array, calls: int):
+    """Seconds for `calls` sequential network applications on the batch `obs`."""
+
+    @jax.jit
+    def run(params, obs):
+        def body(_, acc):
+            logits, value = net.apply(params, obs + 1e-9 * acc[:, None, None, None])
+            return acc + value + 1e-9 * logits[:, 0]
+
+        return jax.lax.fori_loop(0, calls, body, jnp.zeros(obs.shape[0]))
+
+    return timed(run, params, obs)[0]
+
+
+def plain_loop(game, evaluate, params, search: SearchConfig, batch: int):
+    """Play `batch` games from the start until all finish, searching every slot each move
+    (finished games included, as a plain batched loop does). Returns (seconds, game lengths
+    summed, moves searched per slot)."""
+
+    def search_one(params, state, key):
+        one = jax.tree.map(lambda x: x[None], state)
+        return run_search(game, evaluate, params, one, key, search).action[0]
+
+    @jax.jit
+    def run(params, key):
+        def cond(carry):
+            states, _, _, _ = carry
+            return ~states.terminated.all()
+
+        def body(carry):
+            states, key, steps, played = carry
+            key, sub = jax.random.split(key)
+            keys = jax.random.split(sub, batch)
+            actions = jax.vmap(search_one, in_axes=(None, 0, 0))(params, states, keys)
+            played = played + (~states.terminated).sum()
+            return jax.vmap(game.step)(states, actions), key, steps + 1, played
+
+        states = jax.vmap(game.init)(jax.random.split(key, batch))
+        _, _, steps, played = jax.lax.while_loop(cond, body, (states, key, 0, 0))
+        return steps, played
+
+    seconds, (steps, played) = timed(run, params, jax.random.key(0))
+    return seconds, int(played), int(steps)
+
+
+def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
+    net = make_network(game, NetworkConfig(blocks=blocks, channels=channels, dtype=args.dtype))
+    params = init_params(net, game, jax.random.key(0))
+    evaluate = network_evaluator(net)
+    search = SearchConfig(algorithm=algorithm, num_simulations=sims)
+    cfg = SelfPlayConfig(
+        batch_size=batch,
+        chunk_moves=args.chunk_moves,
+        full_search_prob=args.full_prob,
+        fast_simulations=min(args.fast_sims, sims),
+    )
+    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
+    chunk = jax.jit(chunk_fn, donate_argnums=1)
+    carry = init_fn(jax.random.key(0))
+    start = time.perf_counter()
+    carry, _, _ = jax.block_until_ready(chunk(params, carry, jax.random.key(1)))
+    compile_and_first = time.perf_counter() - start
+    warmup = args.warmup
+    if warmup is None:
+        warmup = -(-game.max_game_length // args.chunk_moves) - 1
+    for i in range(warmup):
+        carry, _, _ = jax.block_until_ready(chunk(params, carry, jax.random.key(100 + i)))
+
+    emitted = searched = full = 0.0
+    start = time.perf_counter()
+    for i in range(args.chunks):
+        carry, _, metrics = chunk(params, carry, jax.random.key(i + 2))
+        metrics = jax.device_get(metrics)
+        full += float(metrics["full_search_fraction"])
+        emitted += float(metrics["target_fraction"]) * batch * args.chunk_moves
+        searched += batch * args.chunk_moves
+    seconds = time.perf_counter() - start
+    full /= args.chunks
+    sims_per_move = full * sims + (1 - full) * cfg.fast_simulations
+    positions = searched
+    simulations = positions * sims_per_move
+
+    # The network alone: per move, one root evaluation and one per simulation, batch B.
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
+    obs = jax.vmap(game.observe)(states)
+    evals = round(args.chunks * args.chunk_moves * (sims_per_move + 1))
+    net_seconds = network_only(net, params, obs, evals)
+
+    row = {
+        "game": game.name,
+        "net": f"{blocks}x{channels}",
+        "dtype": args.dtype,
+        "batch": batch,
+        "sims": sims,
+        "algorithm": algorithm,
+        "full_prob": args.full_prob,
+        "chunk_moves": args.chunk_moves,
+        "chunks": args.chunks,
+        "warmup_chunks": warmup + 1,
+        "compile_and_first_chunk_s": compile_and_first,
+        "selfplay_s": seconds,
+        "simulations_per_s": simulations / seconds,
+        "positions_per_s": positions / seconds,
+        "network_only_s": net_seconds,
+        "ratio": seconds / net_seconds,
+        "target_fraction": emitted / searched,
+        "device": jax.devices()[0].device_kind,
+    }
+    if not args.no_plain:
+        plain_s, played, steps = plain_loop(game, evaluate, params, search, batch)
+        row.update(
+            plain_s=plain_s,
+            plain_useful_positions_per_s=played / plain_s,
+            plain_wasted_fraction=1.0 - played / (steps * batch),
+            autoreset_gain=(positions / seconds) / (played / plain_s),
+        )
+    return row
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    rows = []
+    header = (
+        f"{'game':<15}{'net':>6}{'B':>6}{'sims':>6}{'alg':>8}{'sims/s':>11}{'pos/s':>9}"
+        f"{'net s':>8}{'ratio':>7}{'targets':>8}{'plain pos/s':>12}{'wasted':>7}{'gain':>6}"
+    )
+    print(header)
+    for name in args.games.split(","):
+        game = games.make(name, **GAME_KWARGS.get(name, {}))
+        for net in args.nets.split(","):
+            blocks, channels = (int(x) for x in net.split("x"))
+            for batch in ints(args.batches):
+                for sims in ints(args.sims):
+                    for algorithm in args.algorithms.split(","):
+                        r = bench_point(game, blocks, channels, batch, sims, algorithm, args)
+                        rows.append(r)
+                        plain = (
+                            f"{r['plain_useful_positions_per_s']:>12.1f}"
+                            f"{r['plain_wasted_fraction']:>7.2f}{r['autoreset_gain']:>6.2f}"
+                            if "plain_s" in r
+                            else ""
+                        )
+                        print(
+                            f"{name:<15}{net:>6}{batch:>6}{sims:>6}{algorithm:>8}"
+                            f"{r['simulations_per_s']:>11.0f}{r['positions_per_s']:>9.1f}"
+                            f"{r['network_only_s']:>8.2f}{r['ratio']:>7.2f}"
+                            f"{r['target_fraction']:>8.3f}{plain}",
+                            flush=True,
+                        )
+    pathlib.Path(args.out).write_text(json.dumps(rows, indent=2))
+    print(f"wrote {args.out}")
