@@ -127,15 +127,26 @@ def _word(bits: Bits, k: Array) -> Array:
 
 
 def _words_once(word: Callable[[Array], Array], count: int) -> Array:
-    """uint32[count] of `word(k)` for k = 0 .. count - 1, one scan iteration each.
+    """uint32[count] of `word(k)` for k = 0 .. count - 1, each computed once.
 
     XLA on CPU does not share work between the arrays a fused computation outputs: left alone,
     it fuses the whole bit twiddling into every consumer (each disc word, each element of the
-    legal mask) and recomputes it there. A loop keeps what it outputs in memory, so each word is
-    computed once, by one iteration.
+    legal mask) and recomputes it there. A loop keeps what it outputs in memory, so on CPU each
+    word is computed by one iteration of a scan. Elsewhere (GPU: multi-output fusion, and a
+    loop iteration costs a host round trip) the words are plain expressions.
     """
+    return lax.platform_dependent(
+        cpu=lambda: _words_in_loop(word, count), default=lambda: _words_inline(word, count)
+    )
+
+
+def _words_in_loop(word: Callable[[Array], Array], count: int) -> Array:
     _, words = lax.scan(lambda _, k: (None, word(k)), None, jnp.arange(count))
     return words
+
+
+def _words_inline(word: Callable[[Array], Array], count: int) -> Array:
+    return jnp.stack([word(jnp.int32(k)) for k in range(count)])
 
 
 @struct.dataclass
@@ -252,7 +263,7 @@ class Othello(Game):
         zero = jnp.uint32(0)
         odd = (row % 2) == 1
         move = (jnp.where(odd, zero, bit), jnp.where(odd, bit, zero))
-        empty = (self._empty(mine, theirs)[0] & ~move[0], self._empty(mine, theirs)[1] & ~move[1])
+        empty = _and(self._empty(mine, theirs), (~move[0], ~move[1]))
         flips_w = _words_once(lambda k: _word(_flips(move, mine, theirs), k), 2)
         flips = (flips_w[0], flips_w[1])
         mine = _or(_or(mine, move), flips)

@@ -10,6 +10,7 @@ import pytest
 from helpers import compare_with_openspiel, index, perft, random_trajectories
 
 import games
+from games import othello
 
 # The eight directions a line of discs can run in.
 DIRECTIONS = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if (dr, dc) != (0, 0)]
@@ -246,6 +247,33 @@ def test_symmetries_commute_with_step_on_built_positions(size):
             np.testing.assert_array_equal(
                 getattr(moved_after, field), getattr(after, field), err_msg=sym.name
             )
+
+
+@pytest.mark.parametrize("size", [6, 8])
+def test_inline_words_play_the_same_games(size, monkeypatch):
+    """Off CPU the bitboard words are plain expressions instead of scan outputs (see
+    `_words_once`); forced here on CPU, they play the same games."""
+    game = games.make("othello", size=size)
+    actions, states = random_trajectories(game, jax.random.key(5), 32, game.max_game_length)
+    monkeypatch.setattr(othello, "_words_once", othello._words_inline)
+    start = game.init(jax.random.key(0))
+    assert "scan" not in str(jax.make_jaxpr(game.step)(start, 0))
+
+    @jax.jit
+    def replay(actions):
+        first = jax.vmap(game.init)(jax.random.split(jax.random.key(0), actions.shape[1]))
+
+        def body(s, a):
+            s = jax.vmap(game.step)(s, a)
+            return s, s
+
+        return first, jax.lax.scan(body, first, actions)[1]
+
+    first, rest = replay(actions)
+    for ours, theirs in zip(jax.tree.leaves(first), jax.tree.leaves(index(states, 0)), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    for ours, theirs in zip(jax.tree.leaves(rest), jax.tree.leaves(states), strict=True):
+        np.testing.assert_array_equal(ours, theirs[1:])
 
 
 # ----------------------------------------------------------------------------- host side
