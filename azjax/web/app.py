@@ -118,7 +118,9 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
                     game = checkpoint.read_meta(child, steps[-1])["config"]["game"]
                 except ValueError:  # damaged: not offered
                     continue
-                kwargs = dict(game.get("kwargs") or {})
+                sizes = SIZES.get(game["name"], {})
+                kwargs = {k: default for k, (default, _) in sizes.items()}
+                kwargs.update(game.get("kwargs") or {})  # defaults filled in, to compare
                 found.append(
                     {"path": str(child), "game": game["name"], "kwargs": kwargs, "steps": steps}
                 )

@@ -74,7 +74,8 @@ function fillOpponents() {
     const step = run.steps[run.steps.length - 1];
     for (const kind of ["search", "policy"]) {
       const spec = `${kind}:${run.path}@${step}`;
-      $("opponent").add(new Option(`${kind}: ${run.path} (step ${step})`, spec));
+      const name = run.path.split("/").slice(-2).join("/");
+      $("opponent").add(new Option(`${kind}: ${name} (step ${step})`, spec));
     }
   }
   if ([...$("opponent").options].some((o) => o.value === keep)) $("opponent").value = keep;
