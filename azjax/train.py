@@ -185,10 +185,11 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
             (params, opt_state), metrics = jax.lax.scan(one, (params, opt_state), keys)
             return params, opt_state, jax.tree.map(jnp.mean, metrics)
 
-        def skip(params: Params, opt_state: Any):
+        metrics_shape = jax.eval_shape(train, state.params, state.opt_state)[2]
+
+        def skip(params: Params, opt_state: Any):  # until the buffer holds replay.min_size
             return params, opt_state, jax.tree.map(jnp.zeros_like, metrics_shape)
 
-        metrics_shape = jax.eval_shape(train, state.params, state.opt_state)[2]
         ready = buffer.size >= config.replay.min_size
         params, opt_state, train_metrics = jax.lax.cond(
             ready, train, skip, state.params, state.opt_state
