@@ -72,6 +72,8 @@ def frames(
         if bool(state.terminated):
             reward = float(state.rewards[0])
             text += f" - {names[0] if reward > 0 else names[1]} wins" if reward else " - draw"
+            counted = svg.score(game, game.board(state))
+            text += f" {counted[0]}-{counted[1]}" if counted else ""
         pic = svg.picture(game, board=game.board(state), last_action=action, cell=cell)
         out.append((captioned(pic, text), True))
     return out
