@@ -162,9 +162,9 @@ class Othello(Game):
     name = "othello"
 
     def __init__(self, size: int = 8) -> None:
-        if size not in _SIZES:
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size not in _SIZES:
             raise ValueError(f"Othello size must be 6 or 8, got {size!r}")
-        self.size = size
+        size = self.size = int(size)
         cells = size * size
         self.pass_action = cells
         self.num_actions = cells + 1

@@ -297,7 +297,8 @@ def test_notation_render_and_sizes():
     lines = game.render(state).splitlines()
     assert lines[0].split() == list("abcdefgh")
     assert lines[4].split() == ["4", ".", ".", ".", "o", "x", ".", ".", "."]
-    with pytest.raises(ValueError, match="size must be 6 or 8, got 7"):
-        games.make("othello", size=7)
+    for bad in (7, 8.0, "8", True):
+        with pytest.raises(ValueError, match=f"size must be 6 or 8, got {bad!r}"):
+            games.make("othello", size=bad)
     with pytest.raises(ValueError, match="6x6 Othello board"):
         small.from_board(np.zeros((8, 8), np.int32), 0)
