@@ -154,6 +154,43 @@ def test_alphabeta_is_exact_with_repeated_turns():
         assert values[int(move)] == max(values.values()), (sorted(lines), int(move), values)
 
 
+def _negamax(game, states, depth: int):
+    """Reference search without pruning: every action expanded `depth` plies (vmapped), values
+    backed up by negamax (negated only when the player to move changes). Returns [N, A]
+    values of each action for the player to move (-inf for illegal ones)."""
+    num = game.num_actions
+    mover = states.current_player
+    step = jax.vmap(jax.vmap(game.step, (None, 0)), (0, None))
+    children = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), step(states, jnp.arange(num)))
+    movers = jnp.repeat(mover, num)
+    reward = children.rewards[jnp.arange(movers.shape[0]), movers]
+    final = jax.vmap(agents.terminal_value)(children, movers) + jnp.sign(reward) * depth
+    if depth == 1:
+        below = jax.vmap(agents.heuristic, (None, 0, 0))(game, children, movers)
+    else:
+        value = _negamax(game, children, depth - 1).max(-1)
+        below = jnp.where(children.current_player == movers, value, -value)
+    values = jnp.where(children.terminated, final, below).reshape(-1, num)
+    return jnp.where(states.legal_action_mask, values, -jnp.inf)
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "depth"),
+    [
+        ("connect4", {}, 3),
+        ("dots_and_boxes", {"rows": 2, "cols": 2}, 3),
+        ("othello", {"size": 6}, 2),
+    ],
+)
+def test_alphabeta_equals_plain_negamax(name, kwargs, depth):
+    game = games.make(name, **kwargs)
+    states = _live_states(game, jax.random.key(14), 6, 24, stride=4)
+    values = np.asarray(jax.jit(_negamax, static_argnums=(0, 2))(game, states, depth))
+    moves = _choose(agents.make(f"alphabeta:{depth}", game), states, jax.random.key(15))
+    rows = np.arange(len(moves))
+    np.testing.assert_array_equal(values[rows, moves], values.max(-1))
+
+
 # ----------------------------------------------------------------------------- greedy
 
 
