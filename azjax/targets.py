@@ -10,13 +10,17 @@ Boxes) and -1 when the other player moves next; so G_t is always in the mover's 
 the order of turns. G_t is known once the game of position t has ended inside the window.
 
 Positions whose game has not ended yet are not thrown away: `resolve` keeps them in a pending
-buffer of `capacity` entries per slot and puts them in front of the next chunk, so every
-searched position eventually becomes a training example. Per slot, the window is the pending
-entries followed by the new chunk; known positions form a prefix of it, and the first up to T
-of them are emitted (oldest first). With `capacity >= max_game_length` nothing is ever lost:
-after a chunk either T positions were emitted (so the pending count did not grow) or all known
-ones were, and what remains is the unfinished game, which has fewer than `max_game_length`
-positions.
+buffer of P entries per slot and puts them in front of the next chunk, so every searched
+position eventually becomes a training example. Per slot, the window is the pending entries
+followed by the new chunk [T]; its known positions form a prefix (oldest first).
+
+The output has T * B example slots, shared by all game slots: when more positions are known,
+each slot emits up to a common cap c >= T of its oldest known positions (water-filling; the
+largest c that fits, the few leftover example slots going to slots above the cap). Pooling
+keeps the known backlog small, since finished games are spread unevenly over slots. Nothing is
+lost when P >= max_game_length: a slot emits at least min(known, T) positions, so after a chunk
+either its pending count did not grow or only its unfinished game (fewer than max_game_length
+positions) is left.
 """
 
 from __future__ import annotations
@@ -95,6 +99,27 @@ def empty_trajectory(length: int, batch: int, observation_shape, num_actions: in
     )
 
 
+def _emission_counts(known: Array, total: int, most: int) -> Array:
+    """[B] positions emitted per slot from `known` [B] known counts (each <= `most`), at most
+    `total` in all.
+
+    Every slot gets min(known, c) for the largest cap c with sum(min(known, c)) <= total (found
+    by bisection; c >= total // B), and the remaining example slots go, one each, to the first
+    slots that still have known positions above the cap.
+    """
+    batch = known.shape[0]
+    low = jnp.asarray(total // batch, jnp.int32)  # always fits
+    high = jnp.maximum(known.max(), low) + 1  # never needed beyond this
+    for _ in range(int(most + 1).bit_length()):
+        mid = (low + high) // 2
+        fits = jnp.minimum(known, mid).sum() <= total
+        low, high = jnp.where(fits, mid, low), jnp.where(fits, high, mid)
+    count = jnp.minimum(known, low)
+    above = known > low
+    extra = above & (jnp.cumsum(above) <= total - count.sum())
+    return count + extra
+
+
 def resolve(
     pending: Trajectory,
     chunk: Trajectory,
@@ -104,35 +129,34 @@ def resolve(
     """Turn pending positions [P, B] plus a new chunk [T, B] into examples and a new pending.
 
     `pending` holds each slot's carried positions right-aligned (valid entries last, padding
-    first); `chunk` is fully valid. Returns the examples (N = T * B, row-major over [T, B],
-    `valid` marking the emitted ones), the new pending buffer [P, B] in the same layout, and
-    counts: `emitted` (examples), `pending` (carried positions) and `dropped` (positions that
-    did not fit in the pending buffer: 0 whenever P >= the game's longest game).
+    first); `chunk` is fully valid. Returns the examples (N = T * B; the emitted ones first,
+    grouped by slot, oldest first, `valid` marking them), the new pending buffer [P, B] in the
+    same layout, and counts: `emitted` (examples), `pending` (carried positions) and `dropped`
+    (positions that did not fit in the pending buffer: 0 whenever P >= the longest game).
     """
-    capacity, length = pending.valid.shape[0], chunk.valid.shape[0]
+    capacity, (length, batch) = pending.valid.shape[0], chunk.valid.shape
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pending, chunk)
     value, known = value_targets(window, value_target, value_mix)
-    first = capacity - pending.valid.sum(0)  # [B], index of each slot's oldest position
-    count = jnp.minimum(known.sum(0), length)  # [B], positions emitted per slot
+    first = capacity - pending.valid.sum(0)  # [B], window index of each slot's oldest position
+    count = _emission_counts(known.sum(0), length * batch, capacity + length)  # [B]
 
-    steps = jnp.arange(length)[:, None]
-    source = jnp.minimum(first[None] + steps, capacity + length - 1)  # [T, B]
-    emit = steps < count[None]
+    # Example j comes from slot `slot[j]`, the `j - start[slot]`-th oldest position there.
+    end = jnp.cumsum(count)
+    j = jnp.arange(length * batch)
+    slot = jnp.minimum(jnp.searchsorted(end, j, side="right"), batch - 1)
+    row = jnp.minimum(first[slot] + j - (end - count)[slot], capacity + length - 1)
+    emit = j < end[-1]
 
     def gather(x: Array) -> Array:
-        idx = source.reshape(source.shape + (1,) * (x.ndim - 2))
-        return jnp.take_along_axis(x, idx, axis=0)
-
-    def flat(x: Array) -> Array:
-        return x.reshape((-1, *x.shape[2:]))
+        return x[row, slot]
 
     policy_mask = gather(window.policy_mask) & emit
     examples = Examples(
-        observation=flat(gather(window.observation)),
-        policy=flat(jnp.where(policy_mask[..., None], gather(window.policy), 0.0)),
-        policy_mask=flat(policy_mask),
-        value=flat(jnp.where(emit, gather(value), 0.0)),
-        valid=flat(emit),
+        observation=gather(window.observation),
+        policy=jnp.where(policy_mask[:, None], gather(window.policy), 0.0),
+        policy_mask=policy_mask,
+        value=jnp.where(emit, gather(value), 0.0),
+        valid=emit,
     )
     # The new pending buffer is the window's last P entries, minus what was emitted.
     keep_from = first + count  # [B], window index of the oldest position still pending

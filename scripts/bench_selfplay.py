@@ -53,6 +53,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--fast-sims", type=int, default=8, help="PCR fast-search simulations")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument(
+        "--clock",
+        default="wall",
+        choices=["wall", "process"],
+        help="wall time, or this process's CPU time (steadier on a shared CPU machine)",
+    )
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
     p.add_argument("--out", default="bench_selfplay.json", help="JSON output path")
     return p.parse_args(argv)
@@ -62,13 +68,16 @@ def ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def timed(fn, *args, reps: int = 1):
-    """Seconds per call of an already compiled `fn` (median-free: total / reps) and last output."""
+CLOCK = {"wall": time.perf_counter, "process": time.process_time}
+clock = time.perf_counter
+
+
+def timed(fn, *args):
+    """Seconds of one call of `fn` after a first (compiling) call, and its output."""
     out = jax.block_until_ready(fn(*args))
-    start = time.perf_counter()
-    for _ in range(reps):
-        out = jax.block_until_ready(fn(*args))
-    return (time.perf_counter() - start) / reps, out
+    start = clock()
+    out = jax.block_until_ready(fn(*args))
+    return clock() - start, out
 
 
 def network_only(net, params, obs: jax.Array, calls: int):
@@ -130,9 +139,9 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
     init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
     chunk = jax.jit(chunk_fn, donate_argnums=1)
     carry = init_fn(jax.random.key(0))
-    start = time.perf_counter()
+    start = clock()
     carry, _, _ = jax.block_until_ready(chunk(params, carry, jax.random.key(1)))
-    compile_and_first = time.perf_counter() - start
+    compile_and_first = clock() - start
     warmup = args.warmup
     if warmup is None:
         warmup = -(-game.max_game_length // args.chunk_moves) - 1
@@ -140,14 +149,14 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         carry, _, _ = jax.block_until_ready(chunk(params, carry, jax.random.key(100 + i)))
 
     emitted = searched = full = 0.0
-    start = time.perf_counter()
+    start = clock()
     for i in range(args.chunks):
         carry, _, metrics = chunk(params, carry, jax.random.key(i + 2))
         metrics = jax.device_get(metrics)
         full += float(metrics["full_search_fraction"])
         emitted += float(metrics["target_fraction"]) * batch * args.chunk_moves
         searched += batch * args.chunk_moves
-    seconds = time.perf_counter() - start
+    seconds = clock() - start
     full /= args.chunks
     sims_per_move = full * sims + (1 - full) * cfg.fast_simulations
     positions = searched
@@ -178,6 +187,7 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "ratio": seconds / net_seconds,
         "target_fraction": emitted / searched,
         "device": jax.devices()[0].device_kind,
+        "clock": args.clock,
     }
     if not args.no_plain:
         plain_s, played, steps = plain_loop(game, evaluate, params, search, batch)
@@ -192,6 +202,8 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    global clock
+    clock = CLOCK[args.clock]
     rows = []
     header = (
         f"{'game':<15}{'net':>6}{'B':>6}{'sims':>6}{'alg':>8}{'sims/s':>11}{'pos/s':>9}"

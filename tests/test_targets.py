@@ -186,14 +186,19 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed):
     rng = np.random.default_rng(seed)
     batch, length, chunks, max_length = 5, 4, 12, 9
     streams = [random_stream(rng, length * chunks + 1, max_length) for _ in range(batch)]
-    expected = {}
+    expected, ends = {}, {}
     for b, (players, rewards, terminated) in enumerate(streams):
+        end = None
+        for t in reversed(range(len(players))):
+            end = t if terminated[t] else end
+            ends[(b, t)] = end
         results = reference_results(players, rewards, terminated)
         for t, z in enumerate(results[: length * chunks]):
             expected[(b, t)] = z
     resolve = jax.jit(targets.resolve)
     pending = targets.empty_trajectory(max_length, batch, (1, 1, 1), 3)
     emitted = {b: [] for b in range(batch)}
+    total_emitted, pooled = 0, False
     for c in range(chunks):
         part = slice(c * length, (c + 1) * length)
         after = slice(c * length + 1, (c + 1) * length + 1)
@@ -205,11 +210,21 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed):
         ex, pending, counts = resolve(pending, chunk)
         assert int(counts["dropped"]) == 0
         assert int(np.asarray(pending.valid).sum(0).max()) <= max_length
+        # The T * B example slots are shared: as many known positions as fit come out.
+        known = sum(e is not None and e < (c + 1) * length for e in ends.values())
+        count = int(np.asarray(ex.valid).sum())
+        assert count == min(length * batch, known - total_emitted) == int(counts["emitted"])
+        assert np.asarray(ex.valid)[:count].all()  # emitted examples come first
+        total_emitted += count
+        per_slot = np.zeros(batch, int)
         for i in np.flatnonzero(np.asarray(ex.valid)):
             ident = int(ex.observation[i, 0, 0, 0])
             t, b = divmod(ident, 100)
             emitted[b].append(t)
+            per_slot[b] += 1
             assert expected[(b, t)] == pytest.approx(float(ex.value[i])), (b, t)
+        pooled |= bool(per_slot.max() > length)
+    assert pooled, "no slot ever used another slot's share of the examples"
     for b in range(batch):
         finished = [t for t in range(length * chunks) if expected[(b, t)] is not None]
         # Oldest first, each once, and nothing emitted before its result was known.
