@@ -341,7 +341,7 @@ def train_and_evaluate(
         (workdir / "config.yaml").write_text(dump_config(config))
     log = _Log(workdir, iteration)
     eval_key = jax.random.key(config.train.seed + 1)
-    total = config.train.iterations
+    total, moves = config.train.iterations, config.selfplay.chunk_moves
     record: dict[str, Any] = {}
     bar = tqdm(
         total=total,
@@ -359,7 +359,8 @@ def train_and_evaluate(
             iteration += 1
             elapsed = time.perf_counter() - start
             record["seconds"] = elapsed
-            record["positions_per_second"] = record["replay/added"] / elapsed
+            record["positions_per_second"] = record["replay/added"] / elapsed  # into the buffer
+            record["moves_per_second"] = config.selfplay.batch_size * moves / elapsed
             record["train/learning_rate"] = float(trainer.schedule(record["train/step"]))
             if config.eval.every and iteration % config.eval.every == 0 and iteration < total:
                 record.update(
