@@ -7,10 +7,7 @@ import os
 import subprocess
 import sys
 
-import pytest
 from test_train import ROOT, TICTACTOE, TINY
-
-pytestmark = pytest.mark.xdist_group("train")
 
 SAME_STEP = r"""
 import dataclasses
