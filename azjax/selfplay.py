@@ -20,12 +20,15 @@ Each game is searched as its own batch of one, vmapped over slots, with its own 
 moves depend only on its keys, so a slot plays the same game whatever the batch size.
 
 Value targets come from `azjax.targets.resolve`: positions whose game has not ended stay in a
-pending buffer in the carry (max_game_length entries per slot) and are emitted once known.
+pending buffer in the carry (max_game_length entries per slot) and are emitted once known;
+slots share their example slots within groups (one per device), so a burst of finished games
+in some slots is emitted at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +76,12 @@ class Carry:
 
     states: State  # [B] games in flight (never terminated)
     move_number: Array  # int32 [B], moves played in each slot's current game
-    pending: Trajectory  # [max_game_length, B] positions waiting for their game's result
+    pending: Trajectory  # [B, max_game_length] positions waiting for their game's result
+
+
+def _swap(tree: Trajectory) -> Trajectory:
+    """[T, B] <-> [B, T]: the carry keeps the slot dimension first."""
+    return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)
 
 
 def _moves_played(move_number: Array, terminated: Array) -> Array:
@@ -178,14 +186,17 @@ def make_selfplay(
     cfg = selfplay_config
     batch, length = cfg.batch_size, cfg.chunk_moves
     rollout = make_rollout(game, evaluate, search_config, selfplay_config)
+    # Slots share example slots within groups: one group per device keeps examples local.
+    groups = math.gcd(batch, jax.device_count())
 
     def init_fn(key: Array) -> Carry:
+        pending = targets.empty_trajectory(
+            game.max_game_length, batch, game.observation_shape, game.num_actions
+        )
         return Carry(
             states=jax.vmap(game.init)(jax.random.split(key, batch)),
             move_number=jnp.zeros(batch, jnp.int32),
-            pending=targets.empty_trajectory(
-                game.max_game_length, batch, game.observation_shape, game.num_actions
-            ),
+            pending=_swap(pending),
         )
 
     def chunk_fn(params, carry: Carry, key: Array) -> tuple[Carry, Examples, dict[str, Array]]:
@@ -194,7 +205,7 @@ def make_selfplay(
         keys = jax.random.split(slot_key, (length, batch))
         states, move_number, chunk = rollout(params, carry.states, carry.move_number, full, keys)
         examples, pending, counts = targets.resolve(
-            carry.pending, chunk, cfg.value_target, cfg.value_mix
+            _swap(carry.pending), chunk, cfg.value_target, cfg.value_mix, groups
         )
         moves = _moves_played(carry.move_number, chunk.terminated)
         finished = chunk.terminated.sum()
@@ -209,6 +220,6 @@ def make_selfplay(
             "pending_positions": counts["pending"],
             "dropped_positions": counts["dropped"],
         }
-        return Carry(states, move_number, pending), examples, metrics
+        return Carry(states, move_number, _swap(pending)), examples, metrics
 
     return init_fn, chunk_fn

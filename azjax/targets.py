@@ -25,6 +25,8 @@ positions) is left.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -125,15 +127,43 @@ def resolve(
     chunk: Trajectory,
     value_target: str = "z",
     value_mix: float = 0.5,
+    groups: int = 1,
 ) -> tuple[Examples, Trajectory, dict[str, Array]]:
     """Turn pending positions [P, B] plus a new chunk [T, B] into examples and a new pending.
 
     `pending` holds each slot's carried positions right-aligned (valid entries last, padding
-    first); `chunk` is fully valid. Returns the examples (N = T * B; the emitted ones first,
-    grouped by slot, oldest first, `valid` marking them), the new pending buffer [P, B] in the
-    same layout, and counts: `emitted` (examples), `pending` (carried positions) and `dropped`
-    (positions that did not fit in the pending buffer: 0 whenever P >= the longest game).
+    first); `chunk` is fully valid. Returns the examples (N = T * B; in each group the emitted
+    ones first, by slot, oldest first, `valid` marking them), the new pending buffer [P, B] in
+    the same layout, and counts: `emitted` (examples), `pending` (carried positions) and
+    `dropped` (positions that did not fit in the pending buffer: 0 whenever P >= the longest
+    game).
+
+    `groups` splits the B slots into that many contiguous groups that share their T * B /
+    groups example slots among themselves only; with one group per device, examples never
+    move between devices.
     """
+    batch = chunk.valid.shape[1]
+    if groups < 1 or batch % groups:
+        raise ValueError(f"groups={groups} must be >= 1 and divide the {batch} game slots")
+    if groups == 1:
+        return _resolve(pending, chunk, value_target, value_mix)
+
+    def split(x: Array) -> Array:
+        return x.reshape(x.shape[0], groups, batch // groups, *x.shape[2:])
+
+    one_group = functools.partial(_resolve, value_target=value_target, value_mix=value_mix)
+    examples, new_pending, counts = jax.vmap(one_group, in_axes=1, out_axes=(0, 1, 0))(
+        jax.tree.map(split, pending), jax.tree.map(split, chunk)
+    )
+    examples = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), examples)
+    new_pending = jax.tree.map(lambda x: x.reshape(x.shape[0], batch, *x.shape[3:]), new_pending)
+    return examples, new_pending, {k: v.sum() for k, v in counts.items()}
+
+
+def _resolve(
+    pending: Trajectory, chunk: Trajectory, value_target: str, value_mix: float
+) -> tuple[Examples, Trajectory, dict[str, Array]]:
+    """`resolve` for one group of slots."""
     capacity, (length, batch) = pending.valid.shape[0], chunk.valid.shape
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pending, chunk)
     value, known = value_targets(window, value_target, value_mix)

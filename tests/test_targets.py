@@ -181,8 +181,8 @@ def random_stream(rng, num_moves, max_length):
     return players[:num_moves], rewards[:num_moves], terminated[:num_moves]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_resolve_emits_every_finished_position_once_with_the_right_value(seed):
+@pytest.mark.parametrize("seed,groups", [(0, 1), (1, 1), (2, 5)])
+def test_resolve_emits_every_finished_position_once_with_the_right_value(seed, groups):
     rng = np.random.default_rng(seed)
     batch, length, chunks, max_length = 5, 4, 12, 9
     streams = [random_stream(rng, length * chunks + 1, max_length) for _ in range(batch)]
@@ -195,10 +195,11 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed):
         results = reference_results(players, rewards, terminated)
         for t, z in enumerate(results[: length * chunks]):
             expected[(b, t)] = z
-    resolve = jax.jit(targets.resolve)
+    resolve = jax.jit(lambda p, c: targets.resolve(p, c, groups=groups))
     pending = targets.empty_trajectory(max_length, batch, (1, 1, 1), 3)
     emitted = {b: [] for b in range(batch)}
-    total_emitted, pooled = 0, False
+    emitted_before, pooled = np.zeros(groups, int), False
+    group_of = np.arange(batch) // (batch // groups)
     for c in range(chunks):
         part = slice(c * length, (c + 1) * length)
         after = slice(c * length + 1, (c + 1) * length + 1)
@@ -211,11 +212,17 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed):
         assert int(counts["dropped"]) == 0
         assert int(np.asarray(pending.valid).sum(0).max()) <= max_length
         # The T * B example slots are shared: as many known positions as fit come out.
-        known = sum(e is not None and e < (c + 1) * length for e in ends.values())
-        count = int(np.asarray(ex.valid).sum())
-        assert count == min(length * batch, known - total_emitted) == int(counts["emitted"])
-        assert np.asarray(ex.valid)[:count].all()  # emitted examples come first
-        total_emitted += count
+        # Each group's T * B / groups example slots are shared by its game slots: as many
+        # known positions as fit come out, emitted examples first.
+        known = np.zeros(groups, int)
+        for (b, _), e in ends.items():
+            known[group_of[b]] += e is not None and e < (c + 1) * length
+        valid = np.asarray(ex.valid).reshape(groups, -1)
+        count = valid.sum(1)
+        np.testing.assert_array_equal(count, np.minimum(valid.shape[1], known - emitted_before))
+        assert int(counts["emitted"]) == count.sum()
+        assert all(valid[g, : count[g]].all() for g in range(groups))
+        emitted_before += count
         per_slot = np.zeros(batch, int)
         for i in np.flatnonzero(np.asarray(ex.valid)):
             ident = int(ex.observation[i, 0, 0, 0])
@@ -224,7 +231,7 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed):
             per_slot[b] += 1
             assert expected[(b, t)] == pytest.approx(float(ex.value[i])), (b, t)
         pooled |= bool(per_slot.max() > length)
-    assert pooled, "no slot ever used another slot's share of the examples"
+    assert pooled == (groups == 1), "pooling of example slots over game slots"
     for b in range(batch):
         finished = [t for t in range(length * chunks) if expected[(b, t)] is not None]
         # Oldest first, each once, and nothing emitted before its result was known.
