@@ -6,7 +6,7 @@ jittable and vmappable, so the arena vmaps it over games. Specs understood by `m
     random                       a uniformly random legal move
     greedy                       one ply: take a win, else maximise a simple game score
     alphabeta:DEPTH              depth-limited negamax with alpha-beta pruning
-    mcts:SIMS                    pure MCTS (mctx Gumbel search) with random-rollout leaf values
+    mcts:SIMS                    pure MCTS (mctx PUCT, uniform prior) with random-rollout values
     policy:WORKDIR[@STEP]        a trained network's policy alone (most probable legal move)
     search:WORKDIR[@STEP][:SIMS] a trained network with search (its config's algorithm)
 
@@ -346,12 +346,21 @@ def rollout_evaluator(game: Game) -> Evaluator:
     return evaluate
 
 
+MCTS_EXPLORATION = 2.0  # PUCT constant of pure MCTS (uniform prior: close to classic UCT)
+
+
 def mcts_config(game: Game, simulations: int) -> SearchConfig:
-    """Pure MCTS settings: Gumbel search considering every action at the root."""
+    """Pure MCTS settings: PUCT over a uniform prior, the most visited move played.
+
+    PUCT rather than Gumbel search: with uniform priors and single-rollout values, Gumbel's
+    deterministic in-tree selection did not improve with more simulations (in Connect4, 1000
+    simulations scored 4/16 against 100), while PUCT did (14.5/16).
+    """
     return SearchConfig(
-        algorithm="gumbel",
+        algorithm="puct",
         num_simulations=simulations,
         max_num_considered_actions=game.num_actions,
+        pb_c_init=MCTS_EXPLORATION,
     )
 
 
@@ -388,7 +397,7 @@ def alphabeta_agent(game: Game, depth: int) -> Agent:
 
 
 def mcts_agent(game: Game, simulations: int) -> Agent:
-    """Pure MCTS: `simulations` Gumbel-search simulations valued by random rollouts."""
+    """Pure MCTS: `simulations` PUCT simulations over a uniform prior, valued by rollouts."""
     if simulations < 1:
         raise ValueError(f"MCTS simulations must be >= 1, got {simulations}")
     config = mcts_config(game, simulations)
