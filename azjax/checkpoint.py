@@ -148,6 +148,10 @@ def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, A
     game = config.game.make()
     network = make_network(game, config.network)
     abstract = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
+    here = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # whatever devices trained it
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=here), abstract
+    )
     try:
         with _manager(workdir) as manager:
             restored = manager.restore(

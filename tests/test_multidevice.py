@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 from test_train import ROOT, TICTACTOE, TINY
+
+from azjax.checkpoint import load_for_inference
 
 SAME_STEP = r"""
 import dataclasses
@@ -103,3 +106,8 @@ def test_tpu_config_runs_an_iteration_on_eight_devices(tmp_path):
     assert (tmp_path / "checkpoints" / "1").is_dir()
     log = (tmp_path / "metrics.jsonl").read_text()
     assert '"train/trained": true' in log
+    # Parameters trained on 8 devices load for inference here, on one.
+    config, params = load_for_inference(str(tmp_path))
+    assert config.selfplay.batch_size == 16 and config.network.dtype == "bfloat16"
+    kernel = params["params"]["Dense_0"]["kernel"]
+    assert kernel.dtype == np.float32 and len(kernel.sharding.device_set) == 1
