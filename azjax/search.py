@@ -54,29 +54,19 @@ class SearchConfig:
     temperature: float = 1.0  # PUCT: sampled moves follow visits ** (1 / temperature)
 
     def __post_init__(self) -> None:
-        checks = [
-            (self.algorithm in ALGORITHMS, f"one of {', '.join(ALGORITHMS)}", self.algorithm),
-            (self.num_simulations >= 1, ">= 1", self.num_simulations),
-            (self.max_num_considered_actions >= 1, ">= 1", self.max_num_considered_actions),
-            (self.gumbel_scale >= 0, ">= 0", self.gumbel_scale),
-            (self.dirichlet_alpha > 0, "> 0", self.dirichlet_alpha),
-            (0 <= self.dirichlet_fraction <= 1, "in [0, 1]", self.dirichlet_fraction),
-            (self.pb_c_init > 0, "> 0", self.pb_c_init),
-            (self.temperature > 0, "> 0", self.temperature),
-        ]
-        names = [
-            "algorithm",
-            "num_simulations",
-            "max_num_considered_actions",
-            "gumbel_scale",
-            "dirichlet_alpha",
-            "dirichlet_fraction",
-            "pb_c_init",
-            "temperature",
-        ]
-        for name, (ok, expected, got) in zip(names, checks, strict=True):
+        checks = {
+            "algorithm": (self.algorithm in ALGORITHMS, f"one of {', '.join(ALGORITHMS)}"),
+            "num_simulations": (self.num_simulations >= 1, ">= 1"),
+            "max_num_considered_actions": (self.max_num_considered_actions >= 1, ">= 1"),
+            "gumbel_scale": (self.gumbel_scale >= 0, ">= 0"),
+            "dirichlet_alpha": (self.dirichlet_alpha > 0, "> 0"),
+            "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
+            "pb_c_init": (self.pb_c_init > 0, "> 0"),
+            "temperature": (self.temperature > 0, "> 0"),
+        }
+        for name, (ok, expected) in checks.items():
             if not ok:
-                raise ValueError(f"search.{name} must be {expected}, got {got!r}")
+                raise ValueError(f"search.{name} must be {expected}, got {getattr(self, name)!r}")
 
 
 class SearchOutput(NamedTuple):
