@@ -279,3 +279,27 @@ def test_config_errors_name_the_bad_value():
         SearchConfig(num_simulations=0)
     with pytest.raises(ValueError, match="temperature"):
         SearchConfig(temperature=0.0)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_greedy_moves_are_the_most_visited_even_with_root_noise(algorithm):
+    """`sample=False` (self-play after the opening moves) plays a most visited root action,
+    also when root noise shaped the search."""
+    game = games.make("connect4")
+    states = live_positions(game, 8, seed=5)
+    config = SearchConfig(algorithm=algorithm, num_simulations=20)
+    greedy = np.zeros(8, bool)
+
+    @jax.jit
+    def search(states, key):
+        return search_tree(
+            game, adversarial_evaluator, None, states, key, config, explore=True, sample=greedy
+        )
+
+    for seed in range(3):
+        out, tree = search(states, jax.random.key(seed))
+        visits = np.asarray(tree.summary().visit_counts)
+        action = np.asarray(out.action)
+        chosen = visits[np.arange(8), action]
+        np.testing.assert_array_equal(chosen, visits.max(-1))
+        assert np.asarray(states.legal_action_mask)[np.arange(8), action].all()
