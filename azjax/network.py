@@ -2,14 +2,16 @@
 
     stem:   3x3 conv (C channels) -> LayerNorm -> ReLU
     tower:  `blocks` x [3x3 conv -> LN -> ReLU -> 3x3 conv -> LN -> + skip -> ReLU]
-    policy: 1x1 conv (2) -> LN -> ReLU -> dense(num_actions)            -> logits
-    value:  1x1 conv (1) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)  -> tanh
+    policy: 1x1 conv (2) + bias -> ReLU -> dense(num_actions)            -> logits
+    value:  1x1 conv (2) + bias -> ReLU -> dense(C) -> ReLU -> dense(1)  -> tanh
 
 Normalisation is LayerNorm over the channels of each board cell. It keeps no batch statistics,
 so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
 evaluation: no train/eval switch, no mutable `batch_stats` collection to carry through the
 replay/train loop, and no dependence on the mix of positions in a batch (self-play batches
-hold openings and endgames side by side, which would skew BatchNorm's statistics).
+hold openings and endgames side by side, which would skew BatchNorm's statistics). The heads
+are not normalised: a LayerNorm over a one- or two-channel 1x1 conv would erase what the
+channels say about the board (over one channel it outputs only its bias, a constant value).
 
 Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
 dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
@@ -86,12 +88,10 @@ class PolicyValueNet(nn.Module):
             x = _ResidualBlock(self.channels, self.dtype)(x)
         batch = x.shape[0]
 
-        p = nn.Conv(2, (1, 1), use_bias=False, dtype=self.dtype)(x)
-        p = nn.relu(nn.LayerNorm(dtype=self.dtype)(p)).reshape(batch, -1)
+        p = nn.relu(nn.Conv(2, (1, 1), dtype=self.dtype)(x)).reshape(batch, -1)
         logits = nn.Dense(self.game.num_actions, dtype=self.dtype)(p)
 
-        v = nn.Conv(1, (1, 1), use_bias=False, dtype=self.dtype)(x)
-        v = nn.relu(nn.LayerNorm(dtype=self.dtype)(v)).reshape(batch, -1)
+        v = nn.relu(nn.Conv(2, (1, 1), dtype=self.dtype)(x)).reshape(batch, -1)
         v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
         return logits.astype(jnp.float32), value.astype(jnp.float32)
