@@ -217,7 +217,7 @@ def test_notation_refuses_bad_and_illegal_moves():
         with pytest.raises(games.IllegalMoveError, match="is not a move"):
             game.parse_action(bad)
     state = game.checked_step(game.init(jax.random.key(0)), 0)
-    with pytest.raises(games.IllegalMoveError, match="Legal moves: h 1 2, h 2 1"):
+    with pytest.raises(games.IllegalMoveError, match="Legal moves: h 1 2; h 2 1"):
         game.parse_action("h 1 1", state)
     assert game.parse_action("v 2 3", state) == 11
 
