@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -351,8 +353,9 @@ def train_and_evaluate(
         disable=not progress or jax.process_index() != 0,
         dynamic_ncols=True,
     )
+    stop = _StopRequest()
     try:
-        while iteration < total:
+        while iteration < total and not stop.requested:
             start = time.perf_counter()
             state, metrics = trainer.iterate(state)
             record = {"iteration": iteration + 1, **_scalars(metrics)}  # waits for the device
@@ -373,14 +376,19 @@ def train_and_evaluate(
                 )
                 bar.write(_eval_line(iteration, record))
             log.write(record)
-            if iteration % config.checkpoint.every == 0 or iteration == total:
+            if iteration % config.checkpoint.every == 0 or iteration == total or stop.requested:
                 checkpointer.save(iteration, state.params, state.replace(params=None), config)
             bar.set_postfix(_postfix(record), refresh=False)
             bar.update(1)
     finally:
+        stop.restore()
         bar.close()
         checkpointer.close()
     final: dict[str, Any] = {"iteration": iteration}
+    if stop.requested:
+        print(f"stopped at iteration {iteration}, checkpoint saved; run the same command to resume")
+        log.close()
+        return {**record, **final, "interrupted": True}
     if config.eval.final_num_games:
         key = jax.random.fold_in(eval_key, 0)
         final.update(evaluate(trainer, state.params, key, config.eval.final_num_games))
@@ -388,6 +396,32 @@ def train_and_evaluate(
         log.write(final)
     log.close()
     return {**record, **final}
+
+
+class _StopRequest:
+    """Ctrl-C / SIGTERM ask the loop to finish its iteration, checkpoint and stop.
+
+    A second signal interrupts at once (the default behaviour)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            self.restore()
+            signal.raise_signal(signum)
+            return
+        self.requested = True
+        print("\nstopping after this iteration (signal again to stop now)", flush=True)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
 
 
 def _eval_line(iteration: int, record: dict) -> str:
