@@ -522,26 +522,29 @@ def make(spec: str, game: Game) -> Agent:
     name = f"{parsed.kind}:{parsed.workdir}@{step}"
     if parsed.kind == "policy":
         return policy_agent(game, network, params, name)
-    search_config = config.search
     if parsed.number is not None:
-        search_config = dataclasses.replace(search_config, num_simulations=parsed.number)
         name += f":{parsed.number}"
-    return search_agent(game, network, params, search_config, name)
+    return search_agent(game, network, params, _playing_search(config, parsed.number), name)
+
+
+def _playing_search(config, simulations: int | None):
+    """A checkpoint's search settings for play: SIMS when the spec gives it, else the run's
+    evaluation simulations (`eval.num_simulations`, when set), else its self-play ones."""
+    simulations = simulations or config.eval.num_simulations or config.search.num_simulations
+    return dataclasses.replace(config.search, num_simulations=simulations)
 
 
 def analyse(game: Game, spec: str) -> Callable[[State, Array], tuple[Array, Array]]:
     """A jitted `fn(state, key) -> (policy float32[A], value float32)` for hints.
 
-    For `policy:`/`search:` specs, the network's search (the checkpoint's search settings,
-    SIMS when given); for any other spec, pure MCTS with ANALYSIS_SIMULATIONS simulations.
+    For `policy:`/`search:` specs, the network's search (the checkpoint's settings for play,
+    see `_playing_search`); for any other spec, pure MCTS with ANALYSIS_SIMULATIONS simulations.
     The value is the searched value for the player to move.
     """
     parsed = parse_spec(spec)
     if parsed.kind in ("policy", "search"):
         config, network, params, _ = load_network(game, parsed.workdir, parsed.step)
-        search_config = config.search
-        if parsed.number is not None:
-            search_config = dataclasses.replace(search_config, num_simulations=parsed.number)
+        search_config = _playing_search(config, parsed.number)
         evaluate = _network_evaluator(network)
     else:
         params = None

@@ -6,6 +6,7 @@ This package never imports `azjax`; people use it on its own.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from games.core import Game, IllegalMoveError, Symmetry
@@ -30,19 +31,21 @@ def names() -> list[str]:
 def make(name: str, **kwargs: Any) -> Game:
     """The game `name`, sized by keyword arguments (e.g. `make("othello", size=6)`).
 
-    The same arguments return the same object, so jitted functions closing over it are
-    compiled once.
+    The same game (defaults filled in: `make("othello")` is `make("othello", size=8)`) is the
+    same object, so jitted functions closing over it are compiled once.
     """
     if name not in _REGISTRY:
         raise ValueError(f"unknown game {name!r}; expected one of {', '.join(names())}")
-    key = (name, tuple(sorted(kwargs.items())))
+    module, cls = _REGISTRY[name]
+    game_cls = getattr(importlib.import_module(module), cls)
+    try:
+        bound = inspect.signature(game_cls).bind(**kwargs)
+    except TypeError as err:
+        raise ValueError(f"bad arguments for game {name!r}: {err}") from None
+    bound.apply_defaults()
+    key = (name, tuple(sorted(bound.arguments.items())))
     if key not in _CACHE:
-        module, cls = _REGISTRY[name]
-        game_cls = getattr(importlib.import_module(module), cls)
-        try:
-            _CACHE[key] = game_cls(**kwargs)
-        except TypeError as err:
-            raise ValueError(f"bad arguments for game {name!r}: {err}") from None
+        _CACHE[key] = game_cls(**bound.arguments)
     return _CACHE[key]
 
 

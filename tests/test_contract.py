@@ -158,5 +158,9 @@ def test_parse_refuses_illegal_moves_listing_legal_ones(played):
 
 def test_make_is_cached_and_refuses_unknown_names():
     assert games.make("tictactoe") is games.make("tictactoe")
+    assert games.make("othello") is games.make("othello", size=8)
+    assert games.make("chain_reaction", rows=5) is games.make("chain_reaction", cols=5)
+    with pytest.raises(ValueError, match="bad arguments for game 'othello'"):
+        games.make("othello", rows=3)
     with pytest.raises(ValueError, match="unknown game 'chess'"):
         games.make("chess")
