@@ -43,7 +43,8 @@ def make(name: str, **kwargs: Any) -> Game:
     except TypeError as err:
         raise ValueError(f"bad arguments for game {name!r}: {err}") from None
     bound.apply_defaults()
-    key = (name, tuple(sorted(bound.arguments.items())))
+    # Types are part of the key: 8.0 == 8 (and True == 1) must still reach the game's checks.
+    key = (name, tuple((k, type(v), v) for k, v in sorted(bound.arguments.items())))
     if key not in _CACHE:
         _CACHE[key] = game_cls(**bound.arguments)
     return _CACHE[key]
