@@ -116,3 +116,24 @@ def compare_with_openspiel(game: Game, spiel_game, batch: int, length: int, seed
             ref.apply_action(int(actions[t, b]))
             compared += 1
     return compared
+
+
+def write_tiny_run(workdir, steps=(1, 2)) -> None:
+    """A tiny Tic-Tac-Toe run in `workdir`: one checkpoint per step, for agent and server tests."""
+    from azjax.checkpoint import Checkpointer
+    from azjax.config import Config, GameConfig
+    from azjax.network import NetworkConfig, init_params, make_network
+    from azjax.search import SearchConfig
+
+    config = Config(
+        game=GameConfig("tictactoe"),
+        network=NetworkConfig(blocks=0, channels=4),
+        search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
+    )
+    game = config.game.make()
+    network = make_network(game, config.network)
+    saver = Checkpointer(workdir, keep=3)
+    for step in steps:
+        params = init_params(network, game, jax.random.key(step))
+        saver.save(step, params, {"step": jnp.int32(step)}, config)
+    saver.close()

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import index, random_trajectories
+from helpers import index, random_trajectories, write_tiny_run
 
 import games
 from azjax import agents, arena
@@ -311,24 +311,8 @@ def test_missing_checkpoint_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    from azjax.checkpoint import Checkpointer
-    from azjax.config import Config, GameConfig
-    from azjax.network import NetworkConfig, init_params, make_network
-    from azjax.search import SearchConfig
-
     workdir = tmp_path_factory.mktemp("run")
-    config = Config(
-        game=GameConfig("tictactoe"),
-        network=NetworkConfig(blocks=0, channels=4),
-        search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
-    )
-    game = config.game.make()
-    network = make_network(game, config.network)
-    saver = Checkpointer(workdir, keep=3)
-    for step in (1, 2):
-        params = init_params(network, game, jax.random.key(step))
-        saver.save(step, params, {"step": jnp.int32(step)}, config)
-    saver.close()
+    write_tiny_run(workdir)
     return workdir
 
 

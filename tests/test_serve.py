@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 import jax
 import jax.numpy as jnp
 import pytest
+from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
 import games
@@ -46,27 +47,9 @@ def clickable(view: dict) -> list[int]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """A runs folder with one tiny Tic-Tac-Toe run (two checkpoints) and an empty folder."""
-    from azjax.checkpoint import Checkpointer
-    from azjax.config import Config, GameConfig
-    from azjax.network import NetworkConfig, init_params, make_network
-    from azjax.search import SearchConfig
-
     root = tmp_path_factory.mktemp("runs")
     (root / "empty").mkdir()
-    workdir = root / "group" / "ttt"
-    config = Config(
-        game=GameConfig("tictactoe"),
-        network=NetworkConfig(blocks=0, channels=4),
-        search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
-    )
-    game = config.game.make()
-    network = make_network(game, config.network)
-    saver = Checkpointer(workdir, keep=3)
-    for step in (1, 2):
-        saver.save(
-            step, init_params(network, game, jax.random.key(step)), {"s": jnp.int32(step)}, config
-        )
-    saver.close()
+    write_tiny_run(root / "group" / "ttt")
     return root
 
 
