@@ -337,6 +337,8 @@ def train_and_evaluate(
             config, trainer.abstract.params, trainer.abstract.replace(params=None)
         )
         state = state.replace(params=params)
+        if jax.process_index() == 0:
+            print(f"resuming from iteration {iteration} in {workdir}", flush=True)
     else:
         state = trainer.init(jax.random.key(config.train.seed))
     if jax.process_index() == 0:

@@ -7,10 +7,7 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 from test_train import ROOT, TICTACTOE, TINY
-
-from azjax.checkpoint import load_for_inference
 
 SAME_STEP = r"""
 import dataclasses
@@ -82,32 +79,3 @@ def test_four_devices_train_like_one():
     overrides = [o for o in TINY if not o.startswith("train.iterations")]
     result = run(["-c", SAME_STEP, str(TICTACTOE), *overrides], devices=4)
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
-
-
-def test_tpu_config_runs_an_iteration_on_eight_devices(tmp_path):
-    shrink = [  # the connect4_tpu.yaml run (bfloat16, sharded) at a CPU-sized scale
-        "network.blocks=1",
-        "network.channels=8",
-        "search.num_simulations=4",
-        "selfplay.batch_size=16",
-        "selfplay.chunk_moves=42",  # every game ends: value targets are known
-        "selfplay.fast_simulations=2",
-        "replay.capacity=2048",
-        "replay.min_size=1",
-        "train.batch_size=16",
-        "train.steps_per_iteration=2",
-        "train.iterations=1",
-        "eval.final_num_games=0",
-    ]
-    args = ["-m", "azjax.cli.train", "--config", str(ROOT / "configs" / "connect4_tpu.yaml")]
-    result = run([*args, "--workdir", str(tmp_path), "--quiet", *shrink], devices=8)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "on 8 cpu device(s)" in result.stdout
-    assert (tmp_path / "checkpoints" / "1").is_dir()
-    log = (tmp_path / "metrics.jsonl").read_text()
-    assert '"train/trained": true' in log
-    # Parameters trained on 8 devices load for inference here, on one.
-    config, params = load_for_inference(str(tmp_path))
-    assert config.selfplay.batch_size == 16 and config.network.dtype == "bfloat16"
-    kernel = params["params"]["Dense_0"]["kernel"]
-    assert kernel.dtype == np.float32 and len(kernel.sharding.device_set) == 1

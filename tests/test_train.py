@@ -135,10 +135,12 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     process.kill()  # SIGKILL, somewhere in iteration 3 (or while saving checkpoint 2 or 3)
     output = process.communicate()[0].decode()
     assert process.returncode == -9, output
-    assert list_steps(tmp_path)[-1] < 5
+    killed_at = list_steps(tmp_path)[-1]
+    assert killed_at < 5
 
     resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming from iteration {killed_at}" in resumed.stdout, resumed.stdout
     assert list_steps(tmp_path)[-1] == 5
     assert [r["iteration"] for r in records(tmp_path)] == [1, 2, 3, 4, 5]
 
