@@ -182,13 +182,7 @@ class ChainReaction(Game):
 
     def init(self, key: Array) -> State:
         del key
-        return State(
-            current_player=jnp.int32(0),
-            legal_action_mask=jnp.ones(self.num_actions, jnp.bool_),
-            terminated=jnp.bool_(False),
-            rewards=jnp.zeros(2, jnp.float32),
-            board=jnp.zeros((self.rows, self.cols), jnp.int8),
-        )
+        return self._new_game(State, board=jnp.zeros((self.rows, self.cols), jnp.int8))
 
     def _apply(self, state: State, action: Array) -> State:
         sign = (1 - 2 * state.current_player).astype(jnp.int8)

@@ -83,11 +83,8 @@ class Connect4(Game):
     def init(self, key: Array) -> State:
         del key
         empty = jnp.uint32(0)
-        return State(
-            current_player=jnp.int32(0),
-            legal_action_mask=jnp.ones(COLS, jnp.bool_),
-            terminated=jnp.bool_(False),
-            rewards=jnp.zeros(2, jnp.float32),
+        return self._new_game(
+            State,
             mine_lo=empty,
             mine_hi=empty,
             occupied_lo=empty,

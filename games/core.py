@@ -206,6 +206,17 @@ class Game(abc.ABC):
     def observe(self, state: State) -> Array:
         """float32 planes [H, W, C] from the point of view of the player to move."""
 
+    def _new_game(self, state_type: type, **board: Array) -> State:
+        """A fresh `state_type` with the given board fields: player 0 to move, every action
+        legal, no rewards yet."""
+        return state_type(
+            current_player=jnp.int32(0),
+            legal_action_mask=jnp.ones(self.num_actions, jnp.bool_),
+            terminated=jnp.bool_(False),
+            rewards=jnp.zeros(2, jnp.float32),
+            **board,
+        )
+
     def step(self, state: State, action: Array) -> State:
         """Play `action`. Terminated states are returned unchanged with zero rewards; an
         illegal or out-of-range action ends the game with the mover losing (-1 / +1)."""

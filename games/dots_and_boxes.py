@@ -107,11 +107,8 @@ class DotsAndBoxes(Game):
 
     def init(self, key: Array) -> State:
         del key
-        return State(
-            current_player=jnp.int32(0),
-            legal_action_mask=jnp.ones(self.num_actions, jnp.bool_),
-            terminated=jnp.bool_(False),
-            rewards=jnp.zeros(2, jnp.float32),
+        return self._new_game(
+            State,
             lines=jnp.zeros(self.num_actions, jnp.bool_),
             boxes=jnp.zeros(self.num_boxes, jnp.int8),
             scores=jnp.zeros(2, jnp.int32),

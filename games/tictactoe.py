@@ -34,13 +34,7 @@ class TicTacToe(Game):
 
     def init(self, key: Array) -> State:
         del key
-        return State(
-            current_player=jnp.int32(0),
-            legal_action_mask=jnp.ones(9, jnp.bool_),
-            terminated=jnp.bool_(False),
-            rewards=jnp.zeros(2, jnp.float32),
-            board=jnp.zeros(9, jnp.int8),
-        )
+        return self._new_game(State, board=jnp.zeros(9, jnp.int8))
 
     def _apply(self, state: State, action: Array) -> State:
         sign = jnp.where(state.current_player == 0, 1, -1).astype(jnp.int8)
