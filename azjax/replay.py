@@ -1,9 +1,9 @@
 """On-device circular replay buffer of training positions, with symmetry augmentation.
 
 `replay_add` stores the valid slots of an `Examples` batch at the write position (a scatter at
-computed indices, so every shape is static); `replay_sample` draws a uniform batch and maps
-each position through a random element of the game's symmetry group. Everything is pure and
-jittable; the buffer never leaves the device.
+computed indices, so every shape is static); `make_sampler` builds the function that draws a
+uniform batch and maps each position through a random element of the game's symmetry group.
+Everything is pure and jittable; the buffer never leaves the device.
 """
 
 from __future__ import annotations
@@ -19,39 +19,38 @@ Array = jax.Array
 
 
 @struct.dataclass
+class Batch:
+    """Training positions: a sampled batch [B], or the buffer's storage [C]."""
+
+    observation: Array  # float32 [N, H, W, Ch]
+    policy: Array  # float32 [N, A]
+    policy_mask: Array  # bool [N]
+    value: Array  # float32 [N]
+
+
+@struct.dataclass
 class ReplayBuffer:
     """Positions in slots [0, size); the next one is written at `position` (mod capacity)."""
 
-    observation: Array  # float32 [C, H, W, Ch]
-    policy: Array  # float32 [C, A]
-    policy_mask: Array  # bool [C]
-    value: Array  # float32 [C]
+    stored: Batch  # [C]
     position: Array  # int32, next slot to write
     size: Array  # int32, filled slots (<= C)
     added: Array  # int32, positions ever added (wraps past 2**31; informational)
 
     @property
     def capacity(self) -> int:
-        return self.value.shape[0]
-
-
-@struct.dataclass
-class Batch:
-    """A training batch drawn from the buffer."""
-
-    observation: Array  # float32 [B, H, W, Ch]
-    policy: Array  # float32 [B, A]
-    policy_mask: Array  # bool [B]
-    value: Array  # float32 [B]
+        return self.stored.value.shape[0]
 
 
 def replay_init(game: Game, capacity: int) -> ReplayBuffer:
     """An empty buffer of `capacity` positions for `game`."""
     return ReplayBuffer(
-        observation=jnp.zeros((capacity, *game.observation_shape), jnp.float32),
-        policy=jnp.zeros((capacity, game.num_actions), jnp.float32),
-        policy_mask=jnp.zeros((capacity,), jnp.bool_),
-        value=jnp.zeros((capacity,), jnp.float32),
+        stored=Batch(
+            observation=jnp.zeros((capacity, *game.observation_shape), jnp.float32),
+            policy=jnp.zeros((capacity, game.num_actions), jnp.float32),
+            policy_mask=jnp.zeros((capacity,), jnp.bool_),
+            value=jnp.zeros((capacity,), jnp.float32),
+        ),
         position=jnp.int32(0),
         size=jnp.int32(0),
         added=jnp.int32(0),
@@ -73,11 +72,9 @@ def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
     def put(store: Array, values: Array) -> Array:
         return store.at[index].set(values.astype(store.dtype), mode="drop")
 
+    new = Batch(examples.observation, examples.policy, examples.policy_mask, examples.value)
     return buffer.replace(
-        observation=put(buffer.observation, examples.observation),
-        policy=put(buffer.policy, examples.policy),
-        policy_mask=put(buffer.policy_mask, examples.policy_mask),
-        value=put(buffer.value, examples.value),
+        stored=jax.tree.map(put, buffer.stored, new),
         position=(buffer.position + count) % capacity,
         size=jnp.minimum(buffer.size + count, capacity),
         added=buffer.added + count,
@@ -98,14 +95,12 @@ def make_sampler(game: Game, batch_size: int, augment: bool = True):
         index_key, symmetry_key = jax.random.split(key)
         index = jax.random.randint(index_key, (batch_size,), 0, buffer.size)
         g = jax.random.randint(symmetry_key, (batch_size,), 0, cell_source.shape[0])
-        obs = buffer.observation[index].reshape(batch_size, height * width, channels)
+        picked = jax.tree.map(lambda x: x[index], buffer.stored)
+        obs = picked.observation.reshape(batch_size, height * width, channels)
         obs = jnp.take_along_axis(obs, cell_source[g][:, :, None], axis=1)
-        policy = jnp.take_along_axis(buffer.policy[index], action_source[g], axis=1)
-        return Batch(
+        return picked.replace(
             observation=obs.reshape(batch_size, height, width, channels),
-            policy=policy,
-            policy_mask=buffer.policy_mask[index],
-            value=buffer.value[index],
+            policy=jnp.take_along_axis(picked.policy, action_source[g], axis=1),
         )
 
     return sample

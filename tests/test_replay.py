@@ -49,10 +49,10 @@ def test_add_matches_a_plain_circular_buffer(capacity):
         size = min(size + len(kept), capacity)
         assert int(buffer.size) == size
         assert int(buffer.position) == position
-        stored = np.asarray(buffer.value[:size]).astype(int)
+        stored = np.asarray(buffer.stored.value[:size]).astype(int)
         np.testing.assert_array_equal(stored, [slots[i] for i in range(size)])
-        np.testing.assert_array_equal(np.asarray(buffer.policy_mask[:size]), stored % 2 == 0)
-        np.testing.assert_array_equal(np.asarray(buffer.observation[:size, 1, 2, 1]), stored)
+        np.testing.assert_array_equal(np.asarray(buffer.stored.policy_mask[:size]), stored % 2 == 0)
+        np.testing.assert_array_equal(np.asarray(buffer.stored.observation[:size, 1, 2, 1]), stored)
 
 
 def test_buffer_keeps_the_newest_positions():
@@ -62,7 +62,7 @@ def test_buffer_keeps_the_newest_positions():
         ids = np.arange(start, start + 7)
         buffer = replay_add(buffer, examples(ids, np.ones(7, bool)))
         window.extend(ids)
-    assert sorted(np.asarray(buffer.value).astype(int)) == sorted(window)
+    assert sorted(np.asarray(buffer.stored.value).astype(int)) == sorted(window)
 
 
 def test_sampling_is_uniform_over_filled_slots():
