@@ -15,6 +15,7 @@ cannot be read is reported as damaged, never silently replaced.
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 from typing import Any
 
@@ -27,6 +28,18 @@ from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
 
 CHECKPOINT_DIR = "checkpoints"
 absl_logging.set_verbosity(absl_logging.WARNING)
+
+
+class _ReadOnlyNotice(logging.Filter):
+    """Drops orbax's warnings that a manager is read-only: azjax reads checkpoints that way on
+    purpose (a reader never touches a directory a training run may be writing)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return "read only" not in message and "read_only=True" not in message
+
+
+logging.getLogger("absl").addFilter(_ReadOnlyNotice())
 
 
 class CheckpointError(ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import pathlib
 
 import jax
@@ -65,9 +66,11 @@ def test_restore_returns_exactly_what_was_saved(saved):
     assert jnp.issubdtype(state.key.dtype, jax.dtypes.prng_key)  # typed keys come back typed
 
 
-def test_load_for_inference(saved):
+def test_load_for_inference(saved, caplog):
     config, _, workdir, states = saved
-    loaded_config, params = load_for_inference(str(workdir))
+    with caplog.at_level(logging.INFO):
+        loaded_config, params = load_for_inference(str(workdir))
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert loaded_config == config
     assert_trees_equal(params, states[2].params)
     _, params = load_for_inference(str(workdir), step=2)
