@@ -14,10 +14,6 @@ import argparse
 import dataclasses
 import importlib
 import importlib.metadata
-import json
-import os
-import pathlib
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -26,6 +22,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from benchlib import device_description, game_list, int_list, write_report
 
 import games
 
@@ -138,42 +135,19 @@ def human(x: float | None) -> str:
     return f"{x:.0f}"
 
 
-def device_description() -> dict[str, Any]:
-    device = jax.devices()[0]
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = pathlib.Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "platform": device.platform,
-        "device": device.device_kind,
-        "num_devices": jax.device_count(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-    }
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.py games", description=__doc__.split("\n")[0])
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 1024, 4096])
+    parser.add_argument("--batches", type=int_list, default="1,1024,4096", help="comma-separated")
     parser.add_argument(
-        "--games", nargs="+", default=games.names(), help="registered game names (default: all)"
+        "--games", type=game_list, default=games.names(), help="comma-separated (default: all)"
     )
     parser.add_argument("--steps", type=int, default=100, help="steps per jitted call")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per figure")
     parser.add_argument("--out", default="bench_results/games.json", help="JSON output path")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.games) - set(games.names()))
-    if unknown:
-        parser.error(f"unknown game(s) {', '.join(unknown)}; expected {', '.join(games.names())}")
-    for flag, values in (("--batches", args.batches), ("--steps", [args.steps])):
-        if min(values) < 1:
-            parser.error(f"{flag} must be positive, got {values}")
-    if args.repeats < 1:
-        parser.error(f"--repeats must be positive, got {args.repeats}")
+    for flag, value in (("--steps", args.steps), ("--repeats", args.repeats)):
+        if value < 1:
+            parser.error(f"{flag} must be positive, got {value}")
     return args
 
 
@@ -222,7 +196,6 @@ def main(argv: list[str]) -> None:
 
     report = {
         **info,
-        "jax_version": jax.__version__,
         "pgx_version": importlib.metadata.version("pgx") if pgx is not None else None,
         "steps_per_call": args.steps,
         "repeats": args.repeats,
@@ -230,7 +203,4 @@ def main(argv: list[str]) -> None:
         "missing": missing,
         "results": results,
     }
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_report(args.out, report)

@@ -17,12 +17,11 @@ Prints a table and writes JSON (`--out`).
 from __future__ import annotations
 
 import argparse
-import json
-import pathlib
 import time
 
 import jax
 import jax.numpy as jnp
+from benchlib import device_description, game_list, int_list, write_report
 
 import games
 from azjax.network import NetworkConfig, init_params, make_network
@@ -34,10 +33,16 @@ GAME_KWARGS = {"chain_reaction": {"rows": 5, "cols": 5}, "othello": {"size": 8}}
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench.py selfplay", description=__doc__.split("\n")[0])
-    p.add_argument("--games", default="connect4,chain_reaction", help="comma-separated games")
+    p.add_argument(
+        "--games", type=game_list, default="connect4,chain_reaction", help="comma-separated"
+    )
     p.add_argument("--nets", default="2x32,4x64", help="BLOCKSxCHANNELS, comma-separated")
-    p.add_argument("--batches", default="256,1024", help="games in flight, comma-separated")
-    p.add_argument("--sims", default="32,128", help="simulations per search, comma-separated")
+    p.add_argument(
+        "--batches", type=int_list, default="256,1024", help="games in flight, comma-separated"
+    )
+    p.add_argument(
+        "--sims", type=int_list, default="32,128", help="simulations per search, comma-separated"
+    )
     p.add_argument("--algorithms", default="gumbel,puct")
     p.add_argument("--chunk-moves", type=int, default=16, help="moves per self-play chunk")
     p.add_argument("--chunks", type=int, default=3, help="timed chunks")
@@ -60,12 +65,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="wall time, or this process's CPU time (steadier on a shared CPU machine)",
     )
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
-    p.add_argument("--out", default="bench_selfplay.json", help="JSON output path")
+    p.add_argument("--out", default="bench_results/selfplay.json", help="JSON output path")
     return p.parse_args(argv)
-
-
-def ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
 
 
 CLOCK = {"wall": time.perf_counter, "process": time.process_time}
@@ -210,12 +211,12 @@ def main(argv: list[str]) -> None:
         f"{'net s':>8}{'ratio':>7}{'targets':>8}{'plain pos/s':>12}{'wasted':>7}{'gain':>6}"
     )
     print(header)
-    for name in args.games.split(","):
+    for name in args.games:
         game = games.make(name, **GAME_KWARGS.get(name, {}))
         for net in args.nets.split(","):
             blocks, channels = (int(x) for x in net.split("x"))
-            for batch in ints(args.batches):
-                for sims in ints(args.sims):
+            for batch in args.batches:
+                for sims in args.sims:
                     for algorithm in args.algorithms.split(","):
                         r = bench_point(game, blocks, channels, batch, sims, algorithm, args)
                         rows.append(r)
@@ -232,5 +233,4 @@ def main(argv: list[str]) -> None:
                             f"{r['target_fraction']:>8.3f}{plain}",
                             flush=True,
                         )
-    pathlib.Path(args.out).write_text(json.dumps(rows, indent=2))
-    print(f"wrote {args.out}")
+    write_report(args.out, {**device_description(), "clock": args.clock, "results": rows})
