@@ -271,15 +271,13 @@ class _Log:
         self.enabled = jax.process_index() == 0
         self.path = workdir / "metrics.jsonl"
         self.writer = None
+        self.minutes_before = 0.0  # wall-clock minutes of the run before this resume
         if not self.enabled:
             return
         if self.path.exists():  # drop records newer than the checkpoint we resume from
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("iteration", 0) <= resume_iteration
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            kept = [r for r in _read_records(self.path) if r["iteration"] <= resume_iteration]
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
         from tensorboardX import SummaryWriter
 
         self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=resume_iteration + 1)
@@ -297,6 +295,20 @@ class _Log:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def _read_records(path: pathlib.Path) -> list[dict]:
+    """The records of a metrics.jsonl; a last line cut short (a run killed while writing it)
+    is dropped."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise
+    return records
 
 
 def _scalars(metrics: dict) -> dict[str, float]:
@@ -356,6 +368,11 @@ def train_and_evaluate(
         dynamic_ncols=True,
     )
     stop = _StopRequest()
+    run_start = time.perf_counter()
+
+    def elapsed_minutes() -> float:  # the whole run's wall clock, across resumes
+        return log.minutes_before + (time.perf_counter() - run_start) / 60
+
     try:
         while iteration < total and not stop.requested:
             start = time.perf_counter()
@@ -377,6 +394,7 @@ def train_and_evaluate(
                     )
                 )
                 bar.write(_eval_line(iteration, record))
+            record["elapsed_minutes"] = elapsed_minutes()
             log.write(record)
             if iteration % config.checkpoint.every == 0 or iteration == total or stop.requested:
                 checkpointer.save(iteration, state.params, state.replace(params=None), config)
@@ -395,6 +413,7 @@ def train_and_evaluate(
         key = jax.random.fold_in(eval_key, 0)
         final.update(evaluate(trainer, state.params, key, config.eval.final_num_games))
         final["final"] = True
+        final["elapsed_minutes"] = elapsed_minutes()
         log.write(final)
     log.close()
     return {**record, **final}

@@ -1,9 +1,9 @@
-"""Training curves: `python scripts/plot.py WORKDIR [--out FILE.png]`.
+"""Training curves: `python scripts/plot.py WORKDIR [--out FILE.png] [--x FIELD]`.
 
 Reads `WORKDIR/metrics.jsonl` (one JSON object per iteration) and draws every numeric field
-against the iteration, grouped into panels: losses, win rates and scores, Elo, throughput, and
-the rest; a closing record marked `"final": true` is drawn as stars.
-Writes `WORKDIR/metrics.png` unless `--out` says otherwise.
+against the iteration (or `--x elapsed_minutes`, the run's wall clock), grouped into panels:
+losses, win rates and scores, Elo, throughput, and the rest; a closing record marked
+`"final": true` is drawn as stars. Writes `WORKDIR/metrics.png` unless `--out` says otherwise.
 """
 
 from __future__ import annotations
@@ -44,9 +44,18 @@ def read_metrics(path: pathlib.Path) -> list[dict]:
     return rows
 
 
-def numeric_series(rows: list[dict]) -> tuple[str, list[float], dict[str, list[float]]]:
-    """(x name, x values, {field: values with NaN where missing}) over every numeric field."""
-    x_key = next((k for k in X_KEYS if any(k in r for r in rows)), None)
+def numeric_series(
+    rows: list[dict], x_key: str | None = None
+) -> tuple[str, list[float], dict[str, list[float]]]:
+    """(x name, x values, {field: values with NaN where missing}) over every numeric field.
+
+    The x axis is `x_key` (every row must have it), else the first of X_KEYS present."""
+    if x_key is not None:
+        missing = next((i for i, r in enumerate(rows) if x_key not in r), None)
+        if missing is not None:
+            raise ValueError(f"--x {x_key}: row {missing + 1} has no such field")
+    else:
+        x_key = next((k for k in X_KEYS if any(k in r for r in rows)), None)
     xs = [float(r.get(x_key, i)) if x_key else float(i) for i, r in enumerate(rows)]
     fields: list[str] = []
     for row in rows:
@@ -88,8 +97,9 @@ def panels(series: dict[str, list[float]]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def plot(workdir: str, out: str | None = None) -> pathlib.Path:
-    """Draw the curves of `workdir` into a PNG; returns its path."""
+def plot(workdir: str, out: str | None = None, x: str | None = None) -> pathlib.Path:
+    """Draw the curves of `workdir` into a PNG (against field `x`, default the iteration);
+    returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,7 +113,7 @@ def plot(workdir: str, out: str | None = None) -> pathlib.Path:
     rows = [r for r in rows if r.get("final") is not True]
     if not rows:
         raise ValueError(f"{path} holds no metrics yet")
-    x_key, xs, series = numeric_series(rows)
+    x_key, xs, series = numeric_series(rows, x)
     groups = panels(series)
     if not groups:
         raise ValueError(f"{path} has no numeric fields to plot")
@@ -148,9 +158,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", help="a run folder holding metrics.jsonl")
     parser.add_argument("--out", help="the PNG to write (WORKDIR/metrics.png)")
+    parser.add_argument(
+        "--x", help="the field on the x axis, e.g. elapsed_minutes or train/step (iteration)"
+    )
     args = parser.parse_args(argv)
     try:
-        print(plot(args.workdir, args.out))
+        print(plot(args.workdir, args.out, args.x))
     except (OSError, ValueError) as err:
         parser.error(str(err))
 

@@ -291,6 +291,7 @@ def test_plot_groups_fields_and_writes_a_png(tmp_path):
             "eval/random/losses": 10 - i,
             "positions_per_second": 1000.0 + i,
             "elo": 10.0 * i,
+            "elapsed_minutes": 0.5 * (i + 1),
             "note": "text is skipped",
             "flag": True,
         }
@@ -309,6 +310,14 @@ def test_plot_groups_fields_and_writes_a_png(tmp_path):
     out = plot.plot(str(tmp_path))
     assert out == tmp_path / "metrics.png"
     assert Image.open(out).size[0] > 1000
+
+    # Against the wall clock instead: the iteration becomes a curve of its own.
+    x_key, xs, series = plot.numeric_series(rows, "elapsed_minutes")
+    assert x_key == "elapsed_minutes" and xs == [0.5 * (i + 1) for i in range(10)]
+    assert "iteration" in series and "elapsed_minutes" not in series
+    assert plot.plot(str(tmp_path), str(tmp_path / "t.png"), x="elapsed_minutes").is_file()
+    with pytest.raises(ValueError, match="--x wall: row 1 has no such field"):
+        plot.plot(str(tmp_path), x="wall")
 
 
 def test_plot_names_a_bad_line(tmp_path):

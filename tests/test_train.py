@@ -96,6 +96,8 @@ def test_two_iterations_end_to_end(tmp_path):
 
     log = records(tmp_path)
     assert [r["iteration"] for r in log] == [1, 2, 2] and log[-1]["final"]
+    minutes = [r["elapsed_minutes"] for r in log]
+    assert 0 < minutes[0] <= minutes[1] <= minutes[2]
     assert log[0]["train/trained"] and log[1]["train/step"] == 8
     assert log[1]["replay/size"] == log[0]["replay/added"] + log[1]["replay/added"]
     assert final["eval/random/wins"] + final["eval/random/draws"] + final["eval/random/losses"] == 4
@@ -119,7 +121,9 @@ def test_two_iterations_end_to_end(tmp_path):
     # Running again resumes at the end: nothing is redone or rewritten.
     train_and_evaluate(config, tmp_path, progress=False)
     assert list_steps(tmp_path) == [1, 2]
-    assert [r["iteration"] for r in records(tmp_path)] == [1, 2, 2, 2]
+    log = records(tmp_path)
+    assert [r["iteration"] for r in log] == [1, 2, 2, 2]
+    assert log[3]["elapsed_minutes"] >= minutes[2]  # the run's clock continues
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
@@ -137,6 +141,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert process.returncode == -9, output
     killed_at = list_steps(tmp_path)[-1]
     assert killed_at < 5
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write('{"iteration": 9, "train/lo')  # as if killed while writing a record
 
     resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
