@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from test_multidevice import run
 from test_train import ROOT
 
@@ -69,7 +68,6 @@ print("trainings", trainings)
 """
 
 
-@pytest.mark.xdist_group("train")
 def test_colab_notebook_trains_resumes_and_evaluates(tmp_path):
     notebook = json.loads(NOTEBOOK.read_text())
     assert notebook["metadata"]["accelerator"] == "TPU"
