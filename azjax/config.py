@@ -72,6 +72,7 @@ class EvalConfig:
     final_num_games: int = 200  # games per opponent after the last iteration (0: none)
     opponents: tuple[str, ...] = ("random", "greedy")  # agent specs (azjax.agents.make)
     num_simulations: int = 0  # search simulations when evaluating (0: search.num_simulations)
+    opening_moves: int = 0  # random plies opening each pair of games, so games vary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +199,7 @@ def validate(config: Config) -> None:
         ("eval.num_games", e.num_games >= 2, "must be >= 2"),
         ("eval.final_num_games", e.final_num_games >= 0, "must be >= 0"),
         ("eval.num_simulations", e.num_simulations >= 0, "must be >= 0"),
+        ("eval.opening_moves", e.opening_moves >= 0, "must be >= 0"),
         ("checkpoint.every", c.every >= 1, "must be >= 1"),
         ("checkpoint.keep", c.keep >= 1, "must be >= 1"),
     ]

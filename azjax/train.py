@@ -243,15 +243,18 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
 
 def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> dict[str, float]:
     """Net + search (no exploration) against each `eval.opponents` agent, via the arena."""
-    config = trainer.config
-    search = config.search
-    if config.eval.num_simulations:
-        search = dataclasses.replace(search, num_simulations=config.eval.num_simulations)
+    config = trainer.config.eval
+    search = trainer.config.search
+    if config.num_simulations:
+        search = dataclasses.replace(search, num_simulations=config.num_simulations)
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
     out: dict[str, float] = {}
-    for i, spec in enumerate(config.eval.opponents):
+    for i, spec in enumerate(config.opponents):
         opponent = agents.make(spec, trainer.game)
-        result = arena.match(trainer.game, player, opponent, num_games, jax.random.fold_in(key, i))
+        key_i = jax.random.fold_in(key, i)
+        result = arena.match(
+            trainer.game, player, opponent, num_games, key_i, opening_moves=config.opening_moves
+        )
         name = spec.replace(":", "_").replace("/", "_")
         out[f"eval/{name}/score"] = float(result.score)
         out[f"eval/{name}/win_rate"] = result.wins / result.games

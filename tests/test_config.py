@@ -90,6 +90,7 @@ def test_overrides_do_not_mutate_their_input():
         ("game.name=chess", "game.name"),
         ("game.kwargs.size=4", "game.kwargs"),
         ("checkpoint.keep=0", "checkpoint.keep"),
+        ("eval.opening_moves=-2", "eval.opening_moves"),
     ],
 )
 def test_bad_configs_stop_naming_the_key(override, named):

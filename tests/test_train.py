@@ -15,10 +15,12 @@ import numpy as np
 import optax
 import pytest
 
+from azjax import arena
 from azjax.checkpoint import Checkpointer, list_steps
 from azjax.config import load_config
 from azjax.replay import make_sampler
 from azjax.train import (
+    evaluate,
     l2_penalty,
     learning_rate_schedule,
     loss_fn,
@@ -153,6 +155,23 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     trainer, _, state = run_uninterrupted(load_config(TICTACTOE, overrides), 5)
     _, restored = restore_latest(trainer, tmp_path)
     assert_trees_equal(restored, state)
+
+
+def test_evaluation_plays_the_configured_openings(monkeypatch):
+    config = load_config(TICTACTOE, [*TINY, "eval.opening_moves=3", "eval.opponents=[random]"])
+    trainer = make_trainer(config)
+    openings = []
+
+    def match(*args, opening_moves=0, **kwargs):
+        openings.append(opening_moves)
+        return real_match(*args, opening_moves=opening_moves, **kwargs)
+
+    real_match = arena.match
+    monkeypatch.setattr(arena, "match", match)
+    params = trainer.init(jax.random.key(0)).params
+    out = evaluate(trainer, params, jax.random.key(1), 4)
+    assert openings == [3]
+    assert out["eval/random/wins"] + out["eval/random/draws"] + out["eval/random/losses"] == 4
 
 
 def test_optimizer_schedule_and_penalty():
