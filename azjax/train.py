@@ -381,6 +381,9 @@ def train_and_evaluate(
             start = time.perf_counter()
             state, metrics = trainer.iterate(state)
             record = {"iteration": iteration + 1, **_scalars(metrics)}  # waits for the device
+            if not record["train/trained"]:  # the buffer is still filling: no losses to log
+                kept = ("train/trained", "train/step")
+                record = {k: v for k, v in record.items() if k in kept or k[:6] != "train/"}
             iteration += 1
             elapsed = time.perf_counter() - start
             record["seconds"] = elapsed

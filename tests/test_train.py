@@ -128,6 +128,15 @@ def test_two_iterations_end_to_end(tmp_path):
     assert log[3]["elapsed_minutes"] >= minutes[2]  # the run's clock continues
 
 
+def test_iterations_before_training_log_no_losses(tmp_path):
+    overrides = ["replay.min_size=100", "train.iterations=1", "eval.final_num_games=0"]
+    train_and_evaluate(load_config(TICTACTOE, [*TINY, *overrides]), tmp_path, progress=False)
+    (record,) = records(tmp_path)
+    assert record["replay/size"] < 100 and record["train/trained"] is False
+    train_keys = {k for k in record if k.startswith("train/")}
+    assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
+
+
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     overrides = [*TINY, "train.iterations=5"]
     command = [sys.executable, "-m", "azjax.cli.train", "--config", str(TICTACTOE)]
