@@ -32,6 +32,7 @@ from jax.sharding import Mesh
 from azjax import agents, arena, parallel
 from azjax.checkpoint import Checkpointer, CheckpointError
 from azjax.config import Config, OptimConfig, dump_config
+from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
 from azjax.replay import Batch, ReplayBuffer, make_sampler, replay_add, replay_init
 from azjax.search import network_evaluator
@@ -278,7 +279,7 @@ class _Log:
         if not self.enabled:
             return
         if self.path.exists():  # drop records newer than the checkpoint we resume from
-            kept = [r for r in _read_records(self.path) if r["iteration"] <= resume_iteration]
+            kept = [r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_iteration]
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
         from tensorboardX import SummaryWriter
@@ -298,20 +299,6 @@ class _Log:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def _read_records(path: pathlib.Path) -> list[dict]:
-    """The records of a metrics.jsonl; a last line cut short (a run killed while writing it)
-    is dropped."""
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    records = []
-    for number, line in enumerate(lines, 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number < len(lines):
-                raise
-    return records
 
 
 def _scalars(metrics: dict) -> dict[str, float]:
@@ -383,7 +370,9 @@ def train_and_evaluate(
             record = {"iteration": iteration + 1, **_scalars(metrics)}  # waits for the device
             if not record["train/trained"]:  # the buffer is still filling: no losses to log
                 kept = ("train/trained", "train/step")
-                record = {k: v for k, v in record.items() if k in kept or k[:6] != "train/"}
+                record = {
+                    k: v for k, v in record.items() if k in kept or not k.startswith("train/")
+                }
             iteration += 1
             elapsed = time.perf_counter() - start
             record["seconds"] = elapsed

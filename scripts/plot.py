@@ -9,10 +9,11 @@ losses, win rates and scores, Elo, throughput, and the rest; a closing record ma
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import pathlib
 from collections.abc import Callable, Sequence
+
+from azjax.metrics import read_metrics
 
 # Panel title -> a test on the last part of a field name ("eval/random/win_rate" -> "win_rate").
 PANELS: tuple[tuple[str, Callable[[str], bool]], ...] = (
@@ -22,26 +23,6 @@ PANELS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Throughput", lambda k: "per_s" in k or k.endswith("throughput")),
 )
 X_KEYS = ("iteration", "step")
-
-
-def read_metrics(path: pathlib.Path) -> list[dict]:
-    """The JSON objects of a metrics.jsonl file; a truncated last line (a run killed while
-    writing) is ignored, any other bad line is an error naming it."""
-    rows = []
-    lines = path.read_text().splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines):
-                break
-            raise ValueError(f"{path}:{number} is not JSON: {err}") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
-    return rows
 
 
 def numeric_series(
