@@ -187,7 +187,6 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "network_only_s": net_seconds,
         "ratio": seconds / net_seconds,
         "target_fraction": emitted / searched,
-        "device": jax.devices()[0].device_kind,
         "clock": args.clock,
     }
     if not args.no_plain:
@@ -233,4 +232,4 @@ def main(argv: list[str]) -> None:
                             f"{r['target_fraction']:>8.3f}{plain}",
                             flush=True,
                         )
-    write_report(args.out, {**device_description(), "clock": args.clock, "results": rows})
+    write_report(args.out, {**device_description(), "results": rows})
