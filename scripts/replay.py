@@ -23,6 +23,7 @@ from typing import Any
 import jax
 
 import games
+from azjax.cli.args import seed_arg
 from games import svg
 
 CAPTION = 34.0  # pixels under the board for the move caption
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     source.add_argument("--moves", help="the moves in the game's notation")
     source.add_argument("--record", help="a game saved by azjax-play --save")
     source.add_argument("--agents", nargs=2, metavar=("FIRST", "SECOND"), help="agent specs")
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed for --agents")
+    parser.add_argument("--seed", type=seed_arg, default=0, help="PRNG seed for --agents")
     parser.add_argument("--out", required=True, help="NAME.gif, or a folder for SVG frames")
     parser.add_argument("--ms", type=int, default=700, help="milliseconds per move in a GIF")
     parser.add_argument("--cell", type=float, default=64.0, help="pixels per board cell")

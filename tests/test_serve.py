@@ -332,3 +332,12 @@ def test_command_line_server_answers(runs):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("seed", [2**63, 2**64, -1])
+def test_new_game_refuses_seeds_out_of_range(runs, seed):
+    with TestClient(create_app(str(runs), evaluate=False), raise_server_exceptions=False) as c:
+        body = {"game": "tictactoe", "opponent": "random", "seed": seed}
+        response = c.post("/api/games", json=body)
+    assert response.status_code == 400
+    assert "0 <= seed < 2**63" in response.json()["error"] and str(seed) in response.json()["error"]

@@ -19,6 +19,8 @@ import pathlib
 import sys
 from typing import Any
 
+from azjax.cli.args import SEED_RANGE, seed_arg
+
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 
 
@@ -46,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--games", type=int, default=100, help="games per match (default 100)")
     parser.add_argument("--opening-moves", type=int, default=0, help="random plies to start")
     parser.add_argument("--batch", type=int, default=None, help="games played at once")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)"
+    )
     parser.add_argument(
         "--baselines",
         default=DEFAULT_BASELINES,

@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 import games
+from azjax.cli.args import seed_arg
 from games import IllegalMoveError
 
 State = Any
@@ -301,7 +302,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "search:WORKDIR[@STEP][:SIMS] (default mcts:200)",
     )
     parser.add_argument("--as", dest="side", choices=("first", "second"), default="first")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=seed_arg, default=0, help="PRNG seed of the agent's moves (default 0)"
+    )
     parser.add_argument("--save", help="write the finished game as JSON (for scripts/replay.py)")
     parser.add_argument("--no-colour", action="store_true", help="plain text even on a terminal")
     args = parser.parse_args(argv)

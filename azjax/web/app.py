@@ -31,6 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import games
+from azjax.cli.args import check_seed
 from azjax.cli.play import Session
 from games import IllegalMoveError, svg
 
@@ -298,7 +299,10 @@ def create_app(
         offered = opponents(runs, name, kwargs)
         if data["opponent"] not in offered:
             raise ApiError(400, f"unknown opponent {data['opponent']!r}; offered: {offered}")
-        seed = data.get("seed", secrets.randbits(31))
+        try:
+            seed = check_seed(data.get("seed", secrets.randbits(31)))
+        except ValueError as err:
+            raise ApiError(400, str(err)) from None
 
         def start() -> BrowserGame:
             session = Session(games.make(name, **kwargs), data["opponent"], human, seed)
