@@ -133,6 +133,9 @@ def post(client, path, body):
         ('{"game": "othello", "kwargs": [8], "opponent": "random"}', 400, "must be dict"),
         ('{"game": "tictactoe", "opponent": "mcts:99999"}', 400, "unknown opponent"),
         ('{"game": "tictactoe", "opponent": "policy:/etc"}', 400, "unknown opponent"),
+        ("null", 400, "expected a JSON object"),
+        ("[" * 2000 + "]" * 2000, 400, "nested too deeply"),
+        ('{"":' * 810 + "1" + "}" * 810, 400, "nested too deeply"),
     ],
 )
 def test_new_game_refuses_bad_requests(client, body, status, message):

@@ -37,6 +37,7 @@ from games import IllegalMoveError, svg
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 MAX_BODY = 4096  # bytes; every request of this API fits in far less
+MAX_DEPTH = 4  # levels of nested lists and objects; this API's requests use two
 BASELINES = ("random", "greedy", "alphabeta:2", "alphabeta:4", "mcts:100", "mcts:400")
 # Sizes offered per game: keyword -> (default, allowed values).
 SIZES: dict[str, dict[str, tuple[int, tuple[int, ...]]]] = {
@@ -57,8 +58,21 @@ class ApiError(Exception):
 # ----------------------------------------------------------------------------- requests
 
 
+def _depth(data: Any) -> int:
+    """How deeply lists and objects nest in parsed JSON (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            values = item.values() if isinstance(item, dict) else item
+            stack.extend((v, level + 1) for v in values)
+    return deepest
+
+
 async def read_json(request: Request) -> dict[str, Any]:
-    """The request's JSON object, refusing bodies over MAX_BODY bytes (413) or not JSON (400)."""
+    """The request's JSON object, refusing bodies over MAX_BODY bytes (413), not JSON or nested
+    deeper than MAX_DEPTH (400)."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
         raise ApiError(413, f"request body too large: at most {MAX_BODY} bytes")
@@ -67,10 +81,15 @@ async def read_json(request: Request) -> dict[str, Any]:
         body += chunk
         if len(body) > MAX_BODY:
             raise ApiError(413, f"request body too large: at most {MAX_BODY} bytes")
+    too_deep = f"request body is nested too deeply: at most {MAX_DEPTH} levels of [] and {{}}"
     try:
         data = json.loads(body or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ApiError(400, f"request body is not JSON: {err}") from None
+    except RecursionError:
+        raise ApiError(400, too_deep) from None
+    if _depth(data) > MAX_DEPTH:
+        raise ApiError(400, too_deep)
     if not isinstance(data, dict):
         raise ApiError(400, f"expected a JSON object, got {type(data).__name__}")
     return data
