@@ -23,7 +23,7 @@ from typing import Any
 import jax
 
 import games
-from azjax.cli.args import seed_arg
+from azjax.cli.args import check_writable_file, seed_arg
 from games import svg
 
 CAPTION = 34.0  # pixels under the board for the move caption
@@ -48,6 +48,31 @@ def agent_game(game: games.Game, specs: Sequence[str], seed: int) -> list[int]:
         state = game.checked_step(state, action)
         actions.append(action)
     return actions
+
+
+def read_record(path: str) -> dict[str, Any]:
+    """A game saved by `azjax-play --save`; ValueError naming what is wrong with it."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot read --record {path}: {getattr(err, 'strerror', err)}") from None
+    try:
+        record = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        record = None
+    moves = record.get("moves") if isinstance(record, dict) else None
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("game"), str)
+        or not isinstance(record.get("kwargs", {}), dict)
+        or not isinstance(moves, list)
+        or not all(isinstance(m, str) for m in moves)
+    ):
+        raise ValueError(
+            f"--record {path} is not a game saved by azjax-play: expected JSON like "
+            '{"game": "connect4", "moves": ["4", "3"], "kwargs": {}}'
+        )
+    return record
 
 
 def captioned(pic: svg.Picture, text: str) -> svg.Picture:
@@ -107,20 +132,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     source.add_argument("--agents", nargs=2, metavar=("FIRST", "SECOND"), help="agent specs")
     parser.add_argument("--seed", type=seed_arg, default=0, help="PRNG seed for --agents")
     parser.add_argument("--out", required=True, help="NAME.gif, or a folder for SVG frames")
-    parser.add_argument("--ms", type=int, default=700, help="milliseconds per move in a GIF")
-    parser.add_argument("--cell", type=float, default=64.0, help="pixels per board cell")
+    parser.add_argument(
+        "--ms", type=int, default=700, help="milliseconds per move in a GIF (20-60000; 700)"
+    )
+    parser.add_argument(
+        "--cell", type=float, default=64.0, help="pixels per board cell (8-256; 64)"
+    )
     args = parser.parse_args(argv)
+    if not 8 <= args.cell <= 256:  # also refuses nan
+        parser.error(f"--cell must be from 8 to 256 pixels, got {args.cell}")
+    if not 20 <= args.ms <= 60000:
+        parser.error(f"--ms must be from 20 to 60000 milliseconds, got {args.ms}")
 
     kwargs: dict[str, Any] = {
         k: getattr(args, k) for k in ("rows", "cols", "size") if getattr(args, k) is not None
     }
     name = args.game
-    if args.record:
-        record = json.loads(pathlib.Path(args.record).read_text())
-        name, kwargs = record["game"], {**record.get("kwargs", {}), **kwargs}
-    if name is None:
-        parser.error("--game is needed with --moves and --agents")
+    out = pathlib.Path(args.out)
     try:
+        if out.suffix.lower() == ".gif":
+            check_writable_file(args.out, "--out")
+        else:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise ValueError(f"--out {out}: cannot make the folder ({err.strerror})") from None
+        if args.record:
+            record = read_record(args.record)
+            name, kwargs = record["game"], {**record.get("kwargs", {}), **kwargs}
+        if name is None:
+            raise ValueError("--game is needed with --moves and --agents")
         game = games.make(name, **kwargs)
         if args.agents:
             actions = agent_game(game, args.agents, args.seed)
@@ -137,11 +178,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ValueError as err:
         parser.error(str(err))
     pictures = frames(game, actions, svg.PLAYERS[game.name], args.cell)
-    out = pathlib.Path(args.out)
-    if out.suffix.lower() == ".gif":
-        write_gif(pictures, out, args.ms)
-    else:
-        write_svgs(pictures, out)
+    try:
+        if out.suffix.lower() == ".gif":
+            write_gif(pictures, out, args.ms)
+        else:
+            write_svgs(pictures, out)
+    except OSError as err:
+        sys.exit(f"replay.py: cannot write --out {out}: {err.strerror}")
     print(f"{len(actions)} moves, {len(pictures)} frames -> {out}", file=sys.stderr)
 
 

@@ -3,6 +3,8 @@ file paths, sizes; `scripts/plot.py` panels and `scripts/replay.py` legends."""
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import pathlib
 import subprocess
 import sys
@@ -70,3 +72,53 @@ def run_script(name: str, *args: str, cwd: pathlib.Path = ROOT) -> subprocess.Co
         timeout=300,
         check=False,
     )
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("where", ["/nonexistent_dir/x/g.json", "{tmp}", "{tmp}/file.txt/g.json"])
+def test_play_checks_the_save_path_before_playing(where, tmp_path, monkeypatch, capsys):
+    (tmp_path / "file.txt").write_text("not a folder")
+    save = where.format(tmp=tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("5\n1\n9\nquit\n"))
+    with pytest.raises(SystemExit) as exit_info:
+        play.main(["--game", "tictactoe", "--opponent", "random", "--save", save])
+    assert exit_info.value.code == 2
+    out, err = capsys.readouterr()
+    assert "--save" in err and save in err and "Traceback" not in err
+    assert "Your move" not in out  # refused before the game started
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--record", "/nonexistent.json"], "cannot read --record /nonexistent.json"),
+        (["--record", "{tmp}/bad.json"], "is not a game saved by azjax-play"),
+        (["--record", "{tmp}/list.json"], "is not a game saved by azjax-play"),
+        (["--game", "tictactoe", "--moves", "5", "--out", "/missing_dir/x.gif"], "/missing_dir"),
+        (["--game", "tictactoe", "--moves", "5", "--out", "{tmp}/file.txt/x.gif"], "file.txt"),
+        (["--game", "tictactoe", "--moves", "5", "--out", "{tmp}/file.txt"], "file.txt"),
+        (["--game", "tictactoe", "--moves", "5", "--cell", "-5"], "--cell must be"),
+        (["--game", "tictactoe", "--moves", "5", "--cell", "nan"], "--cell must be"),
+        (["--game", "tictactoe", "--moves", "5", "--ms", "0"], "--ms must be"),
+    ],
+)
+def test_replay_refuses_bad_paths_and_sizes(args, message, tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "file.txt").write_text("not a folder")
+    args = [a.format(tmp=tmp_path) for a in args]
+    if "--out" not in args:
+        args += ["--out", str(tmp_path / "x.gif")]
+    replay = load_script("replay")
+    with pytest.raises(SystemExit) as exit_info:
+        replay.main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message.format(tmp=tmp_path) in err[-1], err
+    assert not (tmp_path / "x.gif").exists()

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 import games
-from azjax.cli.args import seed_arg
+from azjax.cli.args import check_writable_file, seed_arg
 from games import IllegalMoveError
 
 State = Any
@@ -309,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-colour", action="store_true", help="plain text even on a terminal")
     args = parser.parse_args(argv)
     try:
+        if args.save:  # before the game, so that a finished game is never lost
+            check_writable_file(args.save, "--save")
         game = games.make(args.game, **game_kwargs(args))
         session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
     except ValueError as err:
@@ -317,8 +319,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
     if args.save:
         record = {**session.record(), "kwargs": game_kwargs(args), "opponent": args.opponent}
-        with open(args.save, "w") as f:
-            json.dump(record, f, indent=1)
+        try:
+            with open(args.save, "w") as f:
+                json.dump(record, f, indent=1)
+        except OSError as err:
+            sys.exit(f"azjax-play: cannot write --save {args.save}: {err.strerror}")
 
 
 if __name__ == "__main__":
