@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from azjax import health
 from azjax.search import Evaluator, SearchConfig, run_search
 from games.core import Game, State
 
@@ -504,7 +506,15 @@ def load_network(game: Game, workdir: str, step: int | None = None):
             f"checkpoint {workdir} was trained on {config.game.name} {config.game.kwargs}, "
             f"not on the {game.name} game asked for"
         )
-    return config, make_network(game, config.network), params, step
+    network = make_network(game, config.network)
+    problems = health.check_network(network, params, game)
+    if problems:
+        print(
+            f"warning: the network of {workdir} (iteration {step}) looks untrained: "
+            + "; ".join(problems),
+            file=sys.stderr,
+        )
+    return config, network, params, step
 
 
 def make(spec: str, game: Game) -> Agent:

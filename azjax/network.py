@@ -2,16 +2,23 @@
 
     stem:   3x3 conv (C channels) -> LayerNorm -> ReLU
     tower:  `blocks` x [3x3 conv -> LN -> ReLU -> 3x3 conv -> LN -> + skip -> ReLU]
-    policy: 1x1 conv (2) + bias -> ReLU -> dense(num_actions)            -> logits
-    value:  1x1 conv (2) + bias -> ReLU -> dense(C) -> ReLU -> dense(1)  -> tanh
+    policy: 1x1 conv (H) -> LN -> ReLU -> dense(num_actions)             -> logits
+    value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
 
 Normalisation is LayerNorm over the channels of each board cell. It keeps no batch statistics,
 so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
 evaluation: no train/eval switch, no mutable `batch_stats` collection to carry through the
 replay/train loop, and no dependence on the mix of positions in a batch (self-play batches
-hold openings and endgames side by side, which would skew BatchNorm's statistics). The heads
-are not normalised: a LayerNorm over a one- or two-channel 1x1 conv would erase what the
-channels say about the board (over one channel it outputs only its bias, a constant value).
+hold openings and endgames side by side, which would skew BatchNorm's statistics).
+
+The heads open with `head_channels` (H, default 8) channels per cell, normalised before their
+ReLU. AlphaZero's heads have 1 or 2 channels and no normalisation; with those, a few large early
+updates (AdamW at 1e-2 in the first warm-up steps) could push both units below zero on every cell
+of every position, after which no gradient reaches them: the policy became one fixed
+distribution and the value one constant for the rest of the run. After a LayerNorm over H >= 2
+channels some channel of each cell is positive unless all are equal, so the heads cannot go dark
+that way. (A LayerNorm over one or two channels would erase the board instead: over one channel
+it outputs only its bias.)
 
 On the CPU, XLA runs a convolution inside a loop (the scan over training steps, mctx's loop over
 simulations) about ten times slower than outside one; the same 3x3 convolution written as a
@@ -43,6 +50,7 @@ class NetworkConfig:
 
     blocks: int = 2  # residual blocks
     channels: int = 32
+    head_channels: int = 8  # per-cell channels opening the policy and value heads
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
     def __post_init__(self) -> None:
@@ -50,6 +58,8 @@ class NetworkConfig:
             raise ValueError(f"network.blocks must be >= 0, got {self.blocks}")
         if self.channels < 1:
             raise ValueError(f"network.channels must be >= 1, got {self.channels}")
+        if self.head_channels < 2:
+            raise ValueError(f"network.head_channels must be >= 2, got {self.head_channels}")
         if self.dtype not in _DTYPES:
             raise ValueError(
                 f"network.dtype must be one of {', '.join(_DTYPES)}, got {self.dtype!r}"
@@ -105,6 +115,7 @@ class PolicyValueNet(nn.Module):
     game: Game
     blocks: int
     channels: int
+    head_channels: int = 8
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
@@ -121,12 +132,12 @@ class PolicyValueNet(nn.Module):
             x = _ResidualBlock(self.channels, self.dtype)(x)
         batch = x.shape[0]
 
-        # The heads' 1x1 convolutions are dense layers over the channels of each cell.
-        p = nn.relu(nn.Dense(2, dtype=self.dtype)(x)).reshape(batch, -1)
-        logits = nn.Dense(self.game.num_actions, dtype=self.dtype)(p)
+        def head(x: Array) -> Array:  # a 1x1 convolution is a dense layer over each cell
+            x = nn.Dense(self.head_channels, use_bias=False, dtype=self.dtype)(x)
+            return nn.relu(nn.LayerNorm(dtype=self.dtype)(x)).reshape(batch, -1)
 
-        v = nn.relu(nn.Dense(2, dtype=self.dtype)(x)).reshape(batch, -1)
-        v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(v))
+        logits = nn.Dense(self.game.num_actions, dtype=self.dtype)(head(x))
+        v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(head(x)))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
         return logits.astype(jnp.float32), value.astype(jnp.float32)
 
@@ -134,7 +145,11 @@ class PolicyValueNet(nn.Module):
 def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
     """The residual network for `game`, sized by `config`."""
     return PolicyValueNet(
-        game=game, blocks=config.blocks, channels=config.channels, dtype=_DTYPES[config.dtype]
+        game=game,
+        blocks=config.blocks,
+        channels=config.channels,
+        head_channels=config.head_channels,
+        dtype=_DTYPES[config.dtype],
     )
 
 

@@ -1,0 +1,92 @@
+"""Run health: the `make train` recipe keeps its heads alive, and dead heads are reported."""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import games
+from azjax import health
+from azjax.config import load_config
+from azjax.network import NetworkConfig, init_params, make_network
+from azjax.train import make_trainer
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MAKE_TRAIN = ROOT / "configs" / "chain_reaction.yaml"  # the Makefile's default CONFIG
+SEEDS = (0, 1, 2)
+ITERATIONS = 6  # the buffer reaches replay.min_size after 2; 4 iterations of 32 steps follow
+
+
+def _healthy(value_std: float = 0.3, loss: float = 2.0) -> dict:
+    return {
+        "train/trained": True,
+        "train/loss": loss,
+        "train/value_std": value_std,
+        "train/policy_std": 0.5,
+    }
+
+
+def test_monitor_names_dead_heads_and_stalled_losses():
+    monitor = health.Monitor(window=3)
+    for i in range(3):
+        assert monitor.update(_healthy(loss=2.0 - 0.1 * i)) == []
+    record = _healthy(loss=1.5)
+    assert monitor.update(record) == [] and record["health/ok"] == 1
+
+    dead = health.Monitor(window=3)
+    for _ in range(3):
+        record = {**_healthy(value_std=3e-9), "train/policy_std": 0.0}
+        problems = dead.update(record)
+    assert record["health/ok"] == 0
+    assert any("value output is constant" in p for p in problems)
+    assert any("policy output is the same" in p for p in problems)
+    assert "the loss stopped moving" in record["health"]
+
+    frozen = health.Monitor(window=3)
+    for _ in range(3):
+        problems = frozen.update(_healthy())
+    assert problems == ["the loss stopped moving (at 2.0000)"]
+    assert health.Monitor(window=3).update({"train/trained": False}) == []
+
+
+def test_check_network_flags_a_constant_network():
+    game = games.make("tictactoe")
+    network = make_network(game, NetworkConfig(blocks=1, channels=8))
+    params = init_params(network, game, jax.random.key(0))
+    assert health.check_network(network, params, game) == []
+    value_std, policy_std = health.output_spread(network, params, game, jax.random.key(1))
+    assert value_std > health.CONSTANT and policy_std > health.CONSTANT
+
+    def dead(path, x):  # the stem's and heads' norms at zero: every output is a constant
+        return jnp.zeros_like(x) if path[-2].key.startswith("LayerNorm") else x
+
+    dead_params = jax.tree_util.tree_map_with_path(dead, params)
+    problems = health.check_network(network, dead_params, game)
+    assert any("value output is constant" in p for p in problems)
+    assert any("policy is the same" in p for p in problems)
+
+
+@pytest.mark.xdist_group("train")
+def test_make_train_recipe_learns_from_every_seed():
+    """The default `make train` config, briefly, from three seeds: the value output varies over
+    the positions and the value loss falls below its level at the first trained iteration."""
+    config = load_config(MAKE_TRAIN, ["eval.every=0", "eval.final_num_games=0"])
+    trainer = make_trainer(config)
+    for seed in SEEDS:
+        state = trainer.init(jax.random.key(seed))
+        losses = []
+        for _ in range(ITERATIONS):
+            state, metrics = trainer.iterate(state)
+            if bool(metrics["train/trained"]):
+                losses.append(float(metrics["train/value_loss"]))
+        assert len(losses) >= 3, f"seed {seed}: only {len(losses)} iterations trained"
+        value_std, _ = health.output_spread(
+            trainer.network, state.params, trainer.game, jax.random.key(seed)
+        )
+        assert value_std > 0.01, f"seed {seed}: value output constant (std {value_std:.1e})"
+        late = np.mean(losses[-2:])
+        assert late < losses[0] - 0.01, f"seed {seed}: value losses {np.round(losses, 3)}"
