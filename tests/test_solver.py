@@ -25,16 +25,16 @@ def game():
 
 @pytest.fixture(scope="module")
 def positions():
-    return solver.load_positions()
+    return solver.CONNECT4.load()
 
 
 # ----------------------------------------------------------------------------- scoring
 
 
 def test_score_moves_on_hand_labelled_positions():
-    win = Position((), (-2, -1, 0, 1, 0, -1, -2))  # the empty board: centre wins
-    draw = Position((3,), (-1, 0, 0, 0, 0, 0, -1))  # made-up labels: a drawn position
-    lost = Position((0, 0), (-5, -3, -3, None, -4, -3, -7))  # lost; column 3 full
+    win = Position((), (-2, -1, 0, 1, 0, -1, -2), "opening")  # the empty board: centre wins
+    draw = Position((3,), (-1, 0, 0, 0, 0, 0, -1), "opening")  # made-up labels: a draw
+    lost = Position((0, 0), (-5, -3, -3, None, -4, -3, -7), "late")  # lost; column 3 full
     acc = solver.score_moves([win, draw, lost], [3, 0, 1])
     assert acc.positions == 3
     assert acc.best_move == pytest.approx(2 / 3)  # 3 and 1 are best; 0 is not
@@ -44,7 +44,7 @@ def test_score_moves_on_hand_labelled_positions():
     assert acc.keeps_result == pytest.approx(1 / 3)  # 2 only draws; 3 is illegal
     assert win.value == 1 and draw.value == 0 and lost.value == -1
     assert lost.best_moves == (1, 2, 5)
-    assert acc.by_phase == {"opening": (3, pytest.approx(1 / 3), pytest.approx(1 / 3))}
+    assert acc.by_phase == {"opening": (2, 0.5, 0.5), "late": (1, 0.0, 0.0)}
     with pytest.raises(ValueError, match="one move per position"):
         solver.score_moves([win], [])
 
@@ -55,6 +55,7 @@ def test_score_moves_on_hand_labelled_positions():
 def test_shipped_set_covers_the_game(positions):
     assert len(positions) >= 200
     plies = np.array([p.ply for p in positions])
+    assert [p.phase for p in positions] == [solver.CONNECT4.phase(p.ply) for p in positions]
     assert {p.phase for p in positions} == {"opening", "middle", "late"}
     assert plies.min() == 0 and plies.max() >= 30
     assert len({p.moves for p in positions}) == len(positions)
@@ -204,6 +205,13 @@ def test_random_agent_matches_its_expected_accuracy(game, positions):
     assert np.mean([r.keeps_result for r in runs]) == pytest.approx(expect_keep, abs=0.05)
 
 
-def test_solver_accuracy_is_only_for_connect4(positions):
-    with pytest.raises(ValueError, match="connect4"):
+def test_positions_are_refused_for_another_game(game, positions):
+    with pytest.raises(ValueError, match="not labelled for tictactoe"):
         solver.replay(games.make("tictactoe"), positions[:2])
+    full = next(p for p in positions if None in p.scores)  # a full column
+    relabelled = Position(full.moves, positions[0].scores, full.phase)  # every column labelled
+    with pytest.raises(ValueError, match="not labelled for connect4"):
+        solver.replay(game, [positions[0], relabelled])
+    with pytest.raises(ValueError, match="no perfect-play position set.*Connect4"):
+        solver.accuracy(games.make("tictactoe"), agents.make("random", game), jax.random.key(0))
+    assert solver.referee_for(game) is solver.CONNECT4

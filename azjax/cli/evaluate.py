@@ -1,10 +1,11 @@
-"""`azjax-eval`: matches between agents, Elo ladders and Connect4 perfect-play accuracy.
+"""`azjax-eval`: matches between agents, Elo ladders and perfect-play accuracy.
 
     azjax-eval --game connect4 --a alphabeta:4 --b mcts:100 --games 100 --json out.json
     azjax-eval --game chain_reaction --size rows=5,cols=5 --a greedy --b random
     azjax-eval --game othello --round-robin random,greedy,alphabeta:2,mcts:100 --games 40
     azjax-eval --ladder runs/connect4 --games 40        # every checkpoint + the baselines
     azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
+    azjax-eval --solver greedy --game dots_and_boxes    # the same on Dots and Boxes 3x3
 
 Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
 policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS]. Colours alternate game by game.
@@ -31,7 +32,7 @@ class UsageError(ValueError):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="azjax-eval",
-        description="Play agents against each other, rate checkpoints, measure Connect4 accuracy.",
+        description="Play agents against each other, rate checkpoints, measure perfect play.",
         epilog=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -41,7 +42,11 @@ def _parser() -> argparse.ArgumentParser:
         "--round-robin", metavar="SPECS", help="comma-separated specs: every pair plays; Elo fit"
     )
     mode.add_argument("--ladder", metavar="WORKDIR", help="rate every checkpoint of a run")
-    mode.add_argument("--solver", metavar="SPEC", help="Connect4 perfect-play accuracy of SPEC")
+    mode.add_argument(
+        "--solver",
+        metavar="SPEC",
+        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3)",
+    )
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
     parser.add_argument("--game", help="game name (default: the checkpoint's game)")
     parser.add_argument("--size", metavar="K=V,...", help="game arguments, e.g. rows=5,cols=5")
@@ -281,17 +286,18 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, game_name: str) ->
 def _solver(args: argparse.Namespace) -> dict:
     import jax
 
-    import games
     from azjax import agents, solver
 
-    game = games.make("connect4")
-    if args.game not in (None, "connect4"):
-        raise UsageError(f"--solver measures Connect4 play, not {args.game}")
+    if args.game is None and agents.parse_spec(args.solver).workdir is None:
+        game = solver.DEFAULT_REFEREE.game
+    else:
+        game = _game(args, [args.solver])
+    referee = solver.referee_for(game)
     agent = agents.make(args.solver, game)
-    positions = solver.load_positions(args.positions)
+    positions = referee.load(args.positions)
     result = solver.accuracy(game, agent, jax.random.key(args.seed), positions)
-    print(f"{agent.name} against perfect play:\n{result}")
-    return {"game": "connect4", "agent": agent.name, "accuracy": result.to_dict()}
+    print(f"{agent.name} against perfect play ({game.name}):\n{result}")
+    return {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
 
 
 def main(argv: list[str] | None = None) -> int:
