@@ -11,6 +11,7 @@ type and impossible values raise `ConfigError` naming the key, before anything i
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 import types
 import typing
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 import games
+from azjax import agents
 from azjax.network import NetworkConfig
 from azjax.search import SearchConfig
 from azjax.selfplay import SelfPlayConfig
@@ -149,13 +151,15 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]
         return _convert(inner, value, key)
-    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if kind is float and isinstance(value, str):  # YAML 1.1 reads `1e-4` as a string
-        try:
-            return float(value)
-        except ValueError:
-            pass
+    if kind is float and isinstance(value, int | float | str) and not isinstance(value, bool):
+        try:  # YAML 1.1 reads `1e-4` as a string
+            number = float(value)
+        except (ValueError, OverflowError):
+            number = None
+        if number is not None:
+            if not math.isfinite(number):
+                raise ConfigError(f"{key}: expected a finite number, got {value!r}")
+            return number
     if kind in (int, str, bool) and type(value) is kind:
         return value
     if (kind is dict or origin is dict) and isinstance(value, Mapping):
@@ -195,6 +199,7 @@ def validate(config: Config) -> None:
         ("train.iterations", t.iterations >= 1, "must be >= 1"),
         ("train.steps_per_iteration", t.steps_per_iteration >= 1, "must be >= 1"),
         ("train.batch_size", t.batch_size >= 1, "must be >= 1"),
+        ("train.seed", 0 <= t.seed < 2**63 - 1, "must be in [0, 2**63 - 1) (seed + 1 is used)"),
         ("eval.every", e.every >= 0, "must be >= 0"),
         ("eval.num_games", e.num_games >= 2, "must be >= 2"),
         ("eval.final_num_games", e.final_num_games >= 0, "must be >= 0"),
@@ -208,12 +213,10 @@ def validate(config: Config) -> None:
             value = _lookup(config, key)
             raise ConfigError(f"{key}={value!r}: {message}")
     for i, spec in enumerate(e.opponents):
-        head = spec.split(":")[0]
-        if head not in ("random", "greedy", "alphabeta", "mcts", "policy", "search"):
-            raise ConfigError(
-                f"eval.opponents[{i}]={spec!r}: expected random, greedy, alphabeta:D, mcts:SIMS, "
-                "policy:WORKDIR or search:WORKDIR"
-            )
+        try:
+            agents.parse_spec(spec)
+        except ValueError as err:
+            raise ConfigError(f"eval.opponents[{i}]: {err}") from None
 
 
 def _lookup(config: Any, key: str) -> Any:

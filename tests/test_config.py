@@ -91,6 +91,13 @@ def test_overrides_do_not_mutate_their_input():
         ("game.kwargs.size=4", "game.kwargs"),
         ("checkpoint.keep=0", "checkpoint.keep"),
         ("eval.opening_moves=-2", "eval.opening_moves"),
+        ("optim.learning_rate=.inf", "optim.learning_rate"),
+        ("optim.l2=nan", "optim.l2"),
+        ("search.pb_c_init=1e999", "search.pb_c_init"),
+        ("optim.value_weight=-.inf", "optim.value_weight"),
+        ("eval.opponents=[alphabeta:-1]", "eval.opponents[0]"),
+        ("eval.opponents=[random, mcts:abc]", "eval.opponents[1]"),
+        ("eval.opponents=['policy:']", "eval.opponents[0]"),
     ],
 )
 def test_bad_configs_stop_naming_the_key(override, named):
