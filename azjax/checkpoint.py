@@ -4,19 +4,32 @@ Layout: `WORKDIR/checkpoints/<iteration>/` with three items:
 
 - `params`: the network parameters (all `load_for_inference` reads besides `meta`);
 - `state`: optimizer state, replay buffer, self-play carry (games in flight), PRNG key, step;
-- `meta`: JSON with the iteration, the full config and the shape of every saved array.
+- `meta`: JSON with the iteration, the full config, the shape of every saved array and the
+  metrics records of the iterations since the previous checkpoint (restored on resume when
+  `metrics.jsonl` lost them).
 
 Orbax writes each checkpoint into a temporary directory and renames it when complete, so a
-run killed at any moment leaves the previous checkpoints intact. A checkpoint written for
-another game or network shape is refused with `CheckpointError` naming what differs; one that
-cannot be read is reported as damaged, never silently replaced.
+run killed at any moment leaves the previous checkpoints intact (the next run deletes the
+temporary directory). A checkpoint written for another game or network shape is refused with
+`CheckpointError` naming what differs; one that cannot be read is reported as damaged, never
+silently replaced.
+
+A training run holds `WORKDIR/azjax.lock` (`WorkdirLock`), so that a second run on the same
+workdir is refused instead of interleaving its checkpoints and metrics with the first.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import pathlib
+import re
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -42,8 +55,24 @@ class _ReadOnlyNotice(logging.Filter):
 logging.getLogger("absl").addFilter(_ReadOnlyNotice())
 
 
+def _quiet_closed_loop(unraisable: Any, previous: Any = sys.unraisablehook) -> None:
+    """Drops the "Event loop is closed" errors of TensorStore reads still in flight when orbax
+    gives up on a damaged checkpoint: dozens of tracebacks after the one real error."""
+    error = unraisable.exc_value
+    if isinstance(error, RuntimeError) and str(error) == "Event loop is closed":
+        return
+    previous(unraisable)
+
+
+sys.unraisablehook = _quiet_closed_loop
+
+
 class CheckpointError(ValueError):
     """A checkpoint that is missing, damaged or incompatible with the requested run."""
+
+
+class WorkdirError(ValueError):
+    """A workdir that training cannot use: not a writable directory, or in use by another run."""
 
 
 def _directory(workdir: str | pathlib.Path) -> pathlib.Path:
@@ -51,17 +80,30 @@ def _directory(workdir: str | pathlib.Path) -> pathlib.Path:
 
 
 def _manager(workdir: str | pathlib.Path, keep: int | None = None) -> ocp.CheckpointManager:
-    """A writer (given `keep`, cleaning up unfinished saves) or a read-only reader, which
-    never touches the directory, so it is safe beside a running training."""
+    """A writer (given `keep`) or a read-only reader, which never touches the directory, so it
+    is safe beside a running training."""
     writer = keep is not None
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=keep,
-        create=writer,
-        read_only=not writer,
-        cleanup_tmp_directories=writer,
-        enable_async_checkpointing=False,
+        max_to_keep=keep, create=writer, read_only=not writer, enable_async_checkpointing=False
     )
     return ocp.CheckpointManager(_directory(workdir), options=options)
+
+
+def _damaged(workdir: str | pathlib.Path, step: int, what: str, err: Exception) -> CheckpointError:
+    """One line naming the checkpoint and the file that cannot be read (TensorStore's errors
+    run to dozens of lines of spec)."""
+    text = (str(err).split(" [tensorstore_spec")[0].strip().splitlines() or [""])[0]
+    parts = re.split(r'local file "([^"]+)": ?', text)
+    if len(parts) > 1:  # TensorStore's: the innermost file and what is wrong with it
+        where, why = parts[-2], parts[-1]
+    else:
+        where = str(_directory(workdir) / str(step) / what)
+        why = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    why = why[:77] + "..." if len(why) > 80 else why
+    return CheckpointError(
+        f"checkpoint {step} in {_directory(workdir)} is damaged: cannot read its {what} "
+        f"({where}; {why}). Move it away to resume from an older one."
+    )
 
 
 def list_steps(workdir: str | pathlib.Path) -> list[int]:
@@ -117,7 +159,6 @@ def signature(tree: Any) -> dict[str, str]:
 
 def read_meta(workdir: str | pathlib.Path, step: int) -> dict:
     """The JSON metadata of one checkpoint; CheckpointError when unreadable."""
-    path = _directory(workdir) / str(step) / "meta"
     try:
         with _manager(workdir) as manager:
             meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
@@ -126,10 +167,7 @@ def read_meta(workdir: str | pathlib.Path, step: int) -> dict:
             raise KeyError("iteration/config missing")
         return meta
     except Exception as err:  # orbax raises many kinds; all mean the same to the user
-        raise CheckpointError(
-            f"checkpoint {step} in {_directory(workdir)} is damaged ({path} unreadable: "
-            f"{type(err).__name__}: {err}). Move it away to resume from an older one."
-        ) from None
+        raise _damaged(workdir, step, "meta", err) from None
 
 
 def _pick_step(workdir: str | pathlib.Path, step: int | None) -> int:
@@ -171,10 +209,7 @@ def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, A
                 step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract))
             )
     except Exception as err:
-        raise CheckpointError(
-            f"checkpoint {step} in {_directory(workdir)} is damaged: cannot read its parameters "
-            f"({type(err).__name__}: {err})"
-        ) from None
+        raise _damaged(workdir, step, "params", err) from None
     return config, restored["params"]
 
 
@@ -204,21 +239,28 @@ def _differences(saved: dict, wanted: dict) -> list[str]:
 
 
 class Checkpointer:
-    """Saves and restores the training state of one workdir."""
+    """Saves and restores the training state of one workdir (whose `WorkdirLock` it holds)."""
 
     def __init__(self, workdir: str | pathlib.Path, keep: int) -> None:
         self.workdir = pathlib.Path(workdir)
+        if jax.process_index() == 0:  # saves cut short (killed, or interrupted twice)
+            for path in _directory(workdir).glob("*.orbax-checkpoint-tmp*"):
+                shutil.rmtree(path, ignore_errors=True)
         self._manager = _manager(workdir, keep)
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
 
-    def save(self, iteration: int, params: Any, state: Any, config: Config) -> None:
-        """Write checkpoint `iteration` (blocking; atomic)."""
+    def save(
+        self, iteration: int, params: Any, state: Any, config: Config, records: Sequence[dict] = ()
+    ) -> None:
+        """Write checkpoint `iteration` (blocking; atomic) with the metrics `records` of the
+        iterations since the previous one."""
         meta = {
             "iteration": iteration,
             "config": config_to_dict(config),
             "signature": signature({"params": params, "state": state}),
+            "records": list(records),
         }
         self._manager.save(
             iteration,
@@ -235,22 +277,9 @@ class Checkpointer:
         """(iteration, params, state) of the newest checkpoint, placed with the shardings of
         the abstract arrays; CheckpointError when incompatible with `config` or damaged."""
         step = self._manager.latest_step()
-        meta = read_meta(self.workdir, step)
-        expected = signature({"params": abstract_params, "state": abstract_state})
-        differences = _differences(meta["config"], config_to_dict(config))
-        if differences or meta.get("signature") != expected:
-            if not differences:
-                saved = meta.get("signature", {})
-                bad = sorted(
-                    k for k in expected.keys() | saved.keys() if saved.get(k) != expected.get(k)
-                )
-                differences = [
-                    f"{bad[0]}: checkpoint {saved.get(bad[0])}, config {expected.get(bad[0])}"
-                ]
-            raise CheckpointError(
-                f"{_directory(self.workdir)} holds a checkpoint (iteration {step}) of a different "
-                f"run: {'; '.join(differences)}. Use another --workdir, or set these keys back."
-            )
+        meta = self.check(
+            config, step, signature({"params": abstract_params, "state": abstract_state})
+        )
         try:
             restored = self._manager.restore(
                 step,
@@ -260,12 +289,131 @@ class Checkpointer:
                 ),
             )
         except Exception as err:
-            raise CheckpointError(
-                f"checkpoint {step} in {_directory(self.workdir)} is damaged "
-                f"({type(err).__name__}: {err}). Move it away to resume from an older one."
-            ) from None
+            raise _damaged(self.workdir, step, "arrays", err) from None
         state = _rekey(restored["state"], abstract_state)
         return int(meta["iteration"]), restored["params"], state
 
+    def check(self, config: Config, step: int, expected: dict[str, str] | None = None) -> dict:
+        """The meta of checkpoint `step`; CheckpointError when it is damaged or written by a run
+        of another shape than `config` (or, given the `expected` signature, other arrays)."""
+        meta = read_meta(self.workdir, step)
+        differences = _differences(meta["config"], config_to_dict(config))
+        saved = meta.get("signature", {})
+        if not differences and expected is not None and saved != expected:
+            bad = min(k for k in expected.keys() | saved.keys() if saved.get(k) != expected.get(k))
+            differences = [f"{bad}: checkpoint {saved.get(bad)}, config {expected.get(bad)}"]
+        if differences:
+            raise CheckpointError(
+                f"{_directory(self.workdir)} holds a checkpoint (iteration {step}) of a different "
+                f"run: {'; '.join(differences)}. Use another --workdir, or set these keys back."
+            )
+        return meta
+
+    def records(self, step: int) -> list[dict]:
+        """The metrics records saved with checkpoint `step` (none before they were saved)."""
+        return list(read_meta(self.workdir, step).get("records", []))
+
     def close(self) -> None:
         self._manager.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------- the workdir
+
+
+LOCK_FILE = "azjax.lock"
+
+
+def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
+    """Create `workdir` if needed; WorkdirError unless it is a directory."""
+    workdir = pathlib.Path(workdir)
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise WorkdirError(f"workdir {workdir} is a file, expected a directory") from None
+    except OSError as err:
+        raise WorkdirError(f"cannot create workdir {workdir}: {err.strerror}") from None
+    return workdir
+
+
+class WorkdirLock:
+    """`with WorkdirLock(workdir):` holds `workdir/azjax.lock`, naming this process and host.
+
+    Another run's lock is refused with WorkdirError, unless stale: its process is no longer
+    running on this host, and the lock is taken over. Creating the lock also proves the
+    workdir writable. On a multi-host run only process 0 holds it."""
+
+    def __init__(self, workdir: str | pathlib.Path) -> None:
+        self.workdir = prepare_workdir(workdir)
+        self.path = self.workdir / LOCK_FILE
+        self.owner = {"pid": os.getpid(), "host": socket.gethostname()}
+        self.held = False
+
+    def __enter__(self) -> WorkdirLock:
+        if jax.process_index() == 0:
+            self._acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.held and self._holder() == self.owner:
+            self.path.unlink(missing_ok=True)
+        self.held = False
+
+    def _acquire(self) -> None:
+        while True:
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = self._holder()
+                if holder is None or not _stale(holder):
+                    raise self._busy(holder) from None
+                print(
+                    f"taking over the lock of process {holder['pid']} on {holder['host']}, "
+                    f"which is no longer running ({self.path})",
+                    flush=True,
+                )
+                self.path.unlink(missing_ok=True)
+                continue
+            except OSError as err:
+                message = f"workdir {self.workdir} is not writable: {err.strerror}"
+                raise WorkdirError(message) from None
+            with os.fdopen(fd, "w") as f:
+                json.dump({**self.owner, "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
+            self.held = True
+            return
+
+    def _holder(self) -> dict | None:
+        """The pid and host in the lock file; None when unreadable (being written)."""
+        try:
+            data = json.loads(self.path.read_text())
+            return {"pid": int(data["pid"]), "host": str(data["host"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _busy(self, holder: dict | None) -> WorkdirError:
+        if holder is None:
+            who = f"another run (its lock {self.path} is unreadable)"
+        else:
+            who = f"another run (process {holder['pid']} on {holder['host']})"
+        return WorkdirError(
+            f"workdir {self.workdir} is in use by {who}; stop that run or use another "
+            f"--workdir (if no run uses it, delete {self.path})"
+        )
+
+
+def _stale(holder: dict) -> bool:
+    """Whether a lock's process is gone: only decidable for a process of this host."""
+    if holder["host"] != socket.gethostname() or holder["pid"] == os.getpid():
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False

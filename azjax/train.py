@@ -13,13 +13,15 @@ devices, parameters replicated) and the compiler adds the gradient all-reduce.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
 import pathlib
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -30,8 +32,8 @@ from flax import struct
 from jax.sharding import Mesh
 
 from azjax import agents, arena, parallel
-from azjax.checkpoint import Checkpointer, CheckpointError
-from azjax.config import Config, OptimConfig, dump_config
+from azjax.checkpoint import Checkpointer, CheckpointError, WorkdirError, WorkdirLock
+from azjax.config import Config, ConfigError, OptimConfig, dump_config
 from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
 from azjax.replay import Batch, ReplayBuffer, make_sampler, replay_add, replay_init
@@ -144,10 +146,25 @@ class Trainer:
     shardings: TrainState
     abstract: TrainState
     schedule: optax.Schedule
+    opponents: tuple[agents.Agent, ...]  # of `eval.opponents`
+
+
+def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
+    """The `eval.opponents` agents; ConfigError naming a spec that cannot be built (say, a
+    `search:WORKDIR` without checkpoints)."""
+    game, out = config.game.make(), []
+    for i, spec in enumerate(config.eval.opponents):
+        try:
+            out.append(agents.make(spec, game))
+        except ValueError as err:
+            raise ConfigError(f"eval.opponents[{i}]={spec!r}: {err}") from None
+    return tuple(out)
 
 
 def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
-    """Build the jitted init and iteration functions of `config` on `mesh` (all devices)."""
+    """Build the jitted init and iteration functions of `config` on `mesh` (all devices),
+    after the evaluation opponents, so that a bad opponent stops the run before any compiling."""
+    opponents = make_opponents(config)
     mesh = parallel.make_mesh() if mesh is None else mesh
     parallel.check_divisible(config.selfplay.batch_size, "selfplay.batch_size", mesh)
     parallel.check_divisible(config.train.batch_size, "train.batch_size", mesh)
@@ -236,6 +253,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         shardings=shardings,
         abstract=abstract,
         schedule=learning_rate_schedule(config.optim, total_steps),
+        opponents=opponents,
     )
 
 
@@ -250,8 +268,7 @@ def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> di
         search = dataclasses.replace(search, num_simulations=config.num_simulations)
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
     out: dict[str, float] = {}
-    for i, spec in enumerate(config.opponents):
-        opponent = agents.make(spec, trainer.game)
+    for i, (spec, opponent) in enumerate(zip(config.opponents, trainer.opponents, strict=True)):
         key_i = jax.random.fold_in(key, i)
         result = arena.match(
             trainer.game, player, opponent, num_games, key_i, opening_moves=config.opening_moves
@@ -271,15 +288,23 @@ def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> di
 class _Log:
     """metrics.jsonl plus TensorBoard event files; only process 0 writes."""
 
-    def __init__(self, workdir: pathlib.Path, resume_iteration: int) -> None:
+    def __init__(
+        self, workdir: pathlib.Path, resume_iteration: int, saved: Sequence[dict] = ()
+    ) -> None:
+        """Resumes the log at `resume_iteration`: newer records are dropped, and the records
+        `saved` with its checkpoint fill in any that metrics.jsonl lost."""
         self.enabled = jax.process_index() == 0
         self.path = workdir / "metrics.jsonl"
         self.writer = None
         self.minutes_before = 0.0  # wall-clock minutes of the run before this resume
         if not self.enabled:
             return
-        if self.path.exists():  # drop records newer than the checkpoint we resume from
-            kept = [r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_iteration]
+        if self.path.exists() or saved:
+            logged = read_metrics(self.path) if self.path.exists() else []
+            kept = [r for r in logged if r.get("iteration", 0) <= resume_iteration]
+            have = {r.get("iteration") for r in kept if not r.get("final")}
+            kept += [r for r in saved if r["iteration"] not in have]
+            kept.sort(key=lambda r: (r.get("iteration", 0), bool(r.get("final"))))
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
         from tensorboardX import SummaryWriter
@@ -320,32 +345,69 @@ def _postfix(record: dict) -> dict[str, str]:
 # ----------------------------------------------------------------------------- entry point
 
 
+class TrainingError(RuntimeError):
+    """A run that cannot go on (its loss or parameters stopped being finite)."""
+
+
 def train_and_evaluate(
     config: Config, workdir: str | pathlib.Path, progress: bool = True
 ) -> dict[str, Any]:
     """Train `config` in `workdir`, resuming from its newest checkpoint; return final metrics.
 
-    Raises CheckpointError when the workdir holds a damaged checkpoint or one of another run.
+    A finished run (train.iterations reached, final evaluation logged) is left as it is.
+    Raises WorkdirError when the workdir is not a writable directory or another run holds it,
+    CheckpointError when it holds a damaged checkpoint or one of another run, ConfigError for
+    an `eval.opponents` agent that cannot be built, TrainingError when training diverges.
     """
+    with (
+        WorkdirLock(workdir) as lock,
+        Checkpointer(lock.workdir, config.checkpoint.keep) as checkpointer,
+    ):
+        iteration = checkpointer.latest_step()
+        if iteration is not None and iteration >= config.train.iterations:
+            checkpointer.check(config, iteration)  # another run's checkpoint is refused
+            if _finished(lock.workdir, config, iteration):
+                if jax.process_index() == 0:
+                    print(
+                        f"the run in {lock.workdir} is finished (iteration {iteration} of "
+                        f"train.iterations={config.train.iterations}); raise train.iterations "
+                        "to train further",
+                        flush=True,
+                    )
+                return {"iteration": iteration, "finished": True}
+        return _train(config, lock.workdir, checkpointer, progress)
+
+
+def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:
+    """Whether the final evaluation of `iteration`, if any, is logged."""
+    if not config.eval.final_num_games:
+        return True
+    path = workdir / "metrics.jsonl"
+    records = read_metrics(path) if path.exists() else []
+    return any(r.get("final") and r.get("iteration") == iteration for r in records)
+
+
+def _train(
+    config: Config, workdir: pathlib.Path, checkpointer: Checkpointer, progress: bool
+) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    workdir = pathlib.Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
     trainer = make_trainer(config)
-    checkpointer = Checkpointer(workdir, config.checkpoint.keep)
-    iteration = 0
+    iteration, saved = 0, []
     if checkpointer.latest_step() is not None:
         iteration, params, state = checkpointer.restore(
             config, trainer.abstract.params, trainer.abstract.replace(params=None)
         )
         state = state.replace(params=params)
+        saved = checkpointer.records(iteration)
         if jax.process_index() == 0:
             print(f"resuming from iteration {iteration} in {workdir}", flush=True)
     else:
         state = trainer.init(jax.random.key(config.train.seed))
     if jax.process_index() == 0:
         (workdir / "config.yaml").write_text(dump_config(config))
-    log = _Log(workdir, iteration)
+    log = _Log(workdir, iteration, saved)
+    start_iteration, pending = iteration, []  # pending: records since the last checkpoint
     eval_key = jax.random.key(config.train.seed + 1)
     total, moves = config.train.iterations, config.selfplay.chunk_moves
     record: dict[str, Any] = {}
@@ -379,6 +441,8 @@ def train_and_evaluate(
             record["positions_per_second"] = record["replay/added"] / elapsed  # into the buffer
             record["moves_per_second"] = config.selfplay.batch_size * moves / elapsed
             record["train/learning_rate"] = float(trainer.schedule(record["train/step"]))
+            if record["train/trained"]:
+                _check_finite(iteration, record, state.params, checkpointer.latest_step())
             if config.eval.every and iteration % config.eval.every == 0 and iteration < total:
                 record.update(
                     evaluate(
@@ -391,42 +455,95 @@ def train_and_evaluate(
                 bar.write(_eval_line(iteration, record))
             record["elapsed_minutes"] = elapsed_minutes()
             log.write(record)
+            pending.append(record)
             if iteration % config.checkpoint.every == 0 or iteration == total or stop.requested:
-                checkpointer.save(iteration, state.params, state.replace(params=None), config)
+                with stop.saving():
+                    checkpointer.save(
+                        iteration, state.params, state.replace(params=None), config, pending
+                    )
+                pending = []
             bar.set_postfix(_postfix(record), refresh=False)
             bar.update(1)
+    except BaseException:
+        log.close()
+        raise
     finally:
         stop.restore()
         bar.close()
-        checkpointer.close()
     final: dict[str, Any] = {"iteration": iteration}
     if stop.requested:
         print(f"stopped at iteration {iteration}, checkpoint saved; run the same command to resume")
         log.close()
-        return {**record, **final, "interrupted": True}
-    if config.eval.final_num_games:
-        key = jax.random.fold_in(eval_key, 0)
-        final.update(evaluate(trainer, state.params, key, config.eval.final_num_games))
-        final["final"] = True
-        final["elapsed_minutes"] = elapsed_minutes()
-        log.write(final)
-    log.close()
-    return {**record, **final}
+        return {
+            **record,
+            **final,
+            **_session(start_iteration, elapsed_minutes()),
+            "interrupted": True,
+        }
+    try:
+        if config.eval.final_num_games:
+            key = jax.random.fold_in(eval_key, 0)
+            final.update(evaluate(trainer, state.params, key, config.eval.final_num_games))
+            final["final"] = True
+            final["elapsed_minutes"] = elapsed_minutes()
+            log.write(final)
+    finally:
+        log.close()
+    return {**record, **final, **_session(start_iteration, elapsed_minutes())}
+
+
+def _session(start_iteration: int, minutes: float) -> dict[str, Any]:
+    """Where this session started and the run's wall clock so far (for the closing summary)."""
+    return {"start_iteration": start_iteration, "elapsed_minutes": minutes}
+
+
+@jax.jit
+def _all_finite(tree: Any) -> Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def _check_finite(iteration: int, record: dict, params: Params, checkpoint: int | None) -> None:
+    """TrainingError when the loss or the parameters stopped being finite (nothing saved)."""
+    if math.isfinite(record["train/loss"]) and parallel.to_host(_all_finite(params)):
+        return
+    kept = f"checkpoint {checkpoint} is kept" if checkpoint else "no checkpoint was saved"
+    raise TrainingError(
+        f"training diverged at iteration {iteration} (loss {record['train/loss']}): stopped "
+        f"without saving it, {kept}. Lower optim.learning_rate "
+        f"(now {record['train/learning_rate']:g}) or raise optim.warmup_steps, and run again"
+    )
 
 
 class _StopRequest:
     """Ctrl-C / SIGTERM ask the loop to finish its iteration, checkpoint and stop.
 
-    A second signal interrupts at once (the default behaviour)."""
+    A second signal interrupts at once (the default behaviour), except while a checkpoint is
+    being written: the save finishes first, then the run stops."""
 
     def __init__(self) -> None:
         self.requested = False
+        self._saving = self._told = False
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
 
+    @contextlib.contextmanager
+    def saving(self):
+        """Signals while inside only ask to stop once the checkpoint is written."""
+        self._saving, self._told = True, False
+        try:
+            yield
+        finally:
+            self._saving = False
+
     def _handle(self, signum: int, frame: Any) -> None:
+        if self._saving:
+            self.requested = True
+            if not self._told:
+                print("\nwriting a checkpoint: stopping once it is saved", flush=True)
+            self._told = True
+            return
         if self.requested:
             self.restore()
             signal.raise_signal(signum)
@@ -454,9 +571,12 @@ __all__ = [
     "CheckpointError",
     "TrainState",
     "Trainer",
+    "TrainingError",
+    "WorkdirError",
     "evaluate",
     "learning_rate_schedule",
     "loss_fn",
+    "make_opponents",
     "make_optimizer",
     "make_train_step",
     "make_trainer",

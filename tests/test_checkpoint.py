@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -126,6 +128,25 @@ def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
     with pytest.raises(CheckpointError, match="damaged"):
         train_and_evaluate(config, tmp_path, progress=False)
     assert list_steps(tmp_path) == [1]
+
+    # Damaged array data: TensorStore's error (dozens of lines of spec) is told in one line
+    # naming the file, and the reads it leaves in flight make no noise.
+    for path in (tmp_path / "checkpoints" / "1" / "params").rglob("d/*"):
+        path.write_bytes(b"\0" * path.stat().st_size)
+    with pytest.raises(CheckpointError) as error:
+        load_for_inference(str(tmp_path))
+    message = str(error.value)
+    assert "\n" not in message and len(message) < 500 and "tensorstore_spec" not in message
+    assert (
+        f"checkpoint 1 in {tmp_path / 'checkpoints'} is damaged: cannot read its params" in message
+    )
+    assert str(tmp_path / "checkpoints" / "1" / "params") in message
+    code = "import sys\nfrom azjax.checkpoint import load_for_inference as f\n"
+    code += "try: f(sys.argv[1])\nexcept ValueError: pass"
+    command = [sys.executable, "-c", code, str(tmp_path)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "Event loop is closed" not in run.stderr, run.stderr
+
     meta = tmp_path / "checkpoints" / "1" / "meta"
     for path in meta.rglob("*"):
         if path.is_file():

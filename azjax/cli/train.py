@@ -7,7 +7,6 @@ files and a final summary. Multi-host clusters are joined automatically (see azj
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -42,13 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     from azjax import parallel
+    from azjax.cli import use_compilation_cache
 
-    jax.config.update("jax_compilation_cache_dir", os.environ.get("AZJAX_JAX_CACHE", ".jax_cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    use_compilation_cache()
     parallel.initialize_distributed()
 
-    from azjax.checkpoint import CheckpointError
-    from azjax.train import train_and_evaluate
+    from azjax.train import TrainingError, train_and_evaluate
 
     devices = jax.devices()
     if jax.process_index() == 0:
@@ -58,19 +56,29 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     start = time.perf_counter()
-    try:
+    try:  # CheckpointError, ConfigError and WorkdirError are ValueErrors
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
-    except (CheckpointError, ValueError) as err:
+    except (OSError, ValueError, TrainingError) as err:
         print(f"azjax-train: {err}", file=sys.stderr)
         return 1
-    if jax.process_index() == 0:
+    except KeyboardInterrupt:
+        print("azjax-train: interrupted; the newest checkpoint is kept", file=sys.stderr)
+        return 130
+    if jax.process_index() == 0 and not final.get("finished"):
         print(summary(final, time.perf_counter() - start, args.workdir))
     return 0
 
 
 def summary(final: dict, seconds: float, workdir: str) -> str:
-    """The closing report of a run."""
-    lines = [f"done: {final.get('iteration', 0)} iterations in {seconds / 60:.1f} min"]
+    """The closing report of a run: this session's iterations and time, and, after a resume,
+    the whole run's wall clock."""
+    iteration, first = final.get("iteration", 0), final.get("start_iteration", 0)
+    lines = [f"done: {iteration - first} iterations in {seconds / 60:.1f} min"]
+    if first:
+        lines[0] += (
+            f", resumed at iteration {first}; the whole run: {iteration} iterations in "
+            f"{final.get('elapsed_minutes', 0):.1f} min"
+        )
     if "train/loss" in final:
         lines.append(
             f"  last loss {final['train/loss']:.4f} (policy {final['train/policy_loss']:.4f}, "

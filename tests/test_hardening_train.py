@@ -1,0 +1,203 @@
+"""Training refuses what it cannot do well, up front, in one line: a busy or unusable workdir,
+bad opponents, non-finite numbers; and survives signals, lost records and finished runs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from test_train import TICTACTOE, TINY
+
+from azjax import train
+from azjax.checkpoint import LOCK_FILE, Checkpointer, WorkdirError, WorkdirLock, list_steps
+from azjax.cli import compilation_cache_dir
+from azjax.cli.train import main as train_main
+from azjax.cli.train import summary
+from azjax.config import ConfigError, load_config
+from azjax.train import train_and_evaluate
+
+pytestmark = pytest.mark.xdist_group("train")
+
+
+def write_lock(workdir, pid: int, host: str | None = None) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    owner = {"pid": pid, "host": host or socket.gethostname(), "since": "earlier"}
+    (workdir / LOCK_FILE).write_text(json.dumps(owner))
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+# ----------------------------------------------------------------------------- refused up front
+
+
+def test_a_busy_workdir_is_refused_before_training(tmp_path, capsys):
+    write_lock(tmp_path, os.getppid())  # a live process of this host holds it
+    with pytest.raises(WorkdirError, match=f"in use by another run \\(process {os.getppid()} "):
+        train_and_evaluate(load_config(TICTACTOE, TINY), tmp_path, progress=False)
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.jsonl").exists()
+
+    code = train_main(["--config", str(TICTACTOE), "--workdir", str(tmp_path), "--quiet", *TINY])
+    err = capsys.readouterr().err
+    assert code == 1 and len(lines(err)) == 1 and str(tmp_path / LOCK_FILE) in err, err
+
+
+def test_the_lock_names_its_owner_and_stale_locks_are_taken_over(tmp_path, capsys):
+    with WorkdirLock(tmp_path):
+        owner = json.loads((tmp_path / LOCK_FILE).read_text())
+        assert owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()
+        with pytest.raises(WorkdirError, match="in use"), WorkdirLock(tmp_path):
+            pass  # a second trainer, even in the same process
+    assert not (tmp_path / LOCK_FILE).exists()
+
+    write_lock(tmp_path, dead_pid())
+    with WorkdirLock(tmp_path):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert "taking over the lock" in capsys.readouterr().out
+
+    write_lock(tmp_path, dead_pid(), host="another-host")  # cannot tell: refused
+    with pytest.raises(WorkdirError, match="another-host"), WorkdirLock(tmp_path):
+        pass
+    (tmp_path / LOCK_FILE).write_text('{"pid": 1')  # being written by a starting run
+    with pytest.raises(WorkdirError, match="unreadable"), WorkdirLock(tmp_path):
+        pass
+
+
+@pytest.mark.parametrize("where", ["file", "under_file"])
+def test_an_unusable_workdir_is_one_line(tmp_path, capsys, where):
+    (tmp_path / "file").write_text("not a directory")
+    workdir = tmp_path / "file" if where == "file" else tmp_path / "file" / "run"
+    code = train_main(["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *TINY])
+    err = capsys.readouterr().err
+    assert code == 1 and len(lines(err)) == 1 and str(workdir) in err, err
+    assert "Traceback" not in err
+
+
+def test_opponents_are_checked_before_training(tmp_path, monkeypatch):
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("the trainer was built before the opponents were checked")
+
+    monkeypatch.setattr(train.parallel, "make_mesh", no_compiling)
+    config = load_config(TICTACTOE, [*TINY, f"eval.opponents=[random, search:{tmp_path}/none]"])
+    with pytest.raises(ConfigError, match=r"eval\.opponents\[1\]=.*no checkpoint in"):
+        train_and_evaluate(config, tmp_path / "run", progress=False)
+    assert list_steps(tmp_path / "run") == []
+
+
+# ----------------------------------------------------------------------------- during a run
+
+
+def test_a_diverging_run_stops_keeping_the_last_good_checkpoint(tmp_path, capsys):
+    overrides = [*TINY, "optim.learning_rate=1e30", "replay.min_size=100"]  # trains from it. 2
+    args = ["--config", str(TICTACTOE), "--workdir", str(tmp_path), "--quiet", *overrides]
+    code = train_main(args)
+    err = capsys.readouterr().err
+    assert code == 1 and len(lines(err)) == 1, err
+    assert "diverged at iteration 2" in err and "checkpoint 1 is kept" in err, err
+    assert list_steps(tmp_path) == [1]
+    assert [
+        json.loads(r)["iteration"] for r in lines((tmp_path / "metrics.jsonl").read_text())
+    ] == [1]
+
+
+@pytest.fixture(scope="module")
+def three_sessions(tmp_path_factory):
+    """One run of 3 iterations in three sessions: stopped by two signals during its first
+    checkpoint; resumed after losing that iteration's metrics line, over a leftover temporary
+    checkpoint and a stale lock; run again once finished."""
+    workdir = tmp_path_factory.mktemp("sessions")
+    config = load_config(TICTACTOE, [*TINY, "train.iterations=3"])
+    save = Checkpointer.save
+
+    def interrupted_save(self, iteration, *args, **kwargs):
+        if iteration == 1:
+            signal.raise_signal(signal.SIGINT)  # "stopping after this iteration"
+            signal.raise_signal(signal.SIGINT)  # would have stopped the process mid-save
+        save(self, iteration, *args, **kwargs)
+
+    sessions = []
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out:
+        patch.setattr(Checkpointer, "save", interrupted_save)
+        result = train_and_evaluate(config, workdir, progress=False)
+    sessions.append((result, out.getvalue(), (workdir / "metrics.jsonl").read_text()))
+
+    metrics = workdir / "metrics.jsonl"
+    metrics.write_text(metrics.read_text()[:40])  # the record of iteration 1, cut short
+    (workdir / "checkpoints" / "2.orbax-checkpoint-tmp-123" / "state").mkdir(parents=True)
+    write_lock(workdir, dead_pid())
+    for _ in range(2):
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            result = train_and_evaluate(config, workdir, progress=False)
+        sessions.append((result, out.getvalue(), metrics.read_text()))
+    return workdir, sessions
+
+
+def test_a_second_signal_during_a_save_lets_it_finish(three_sessions):
+    _, [(result, out, metrics), *_] = three_sessions
+    assert result["interrupted"] and result["iteration"] == 1
+    assert out.count("stopping once it is saved") == 1, out
+    assert [json.loads(r)["iteration"] for r in lines(metrics)] == [1]
+
+
+def test_a_lost_record_comes_back_from_the_checkpoint(three_sessions):
+    workdir, [(_, _, first), (result, out, metrics), _] = three_sessions
+    records = [json.loads(r) for r in lines(metrics)]
+    assert [r["iteration"] for r in records] == [1, 2, 3]
+    assert records[0] == json.loads(first)
+    assert result["iteration"] == 3 and result["start_iteration"] == 1
+    assert "taking over the lock" in out and not (workdir / LOCK_FILE).exists()
+    assert list_steps(workdir)[-1] == 3
+    assert not list((workdir / "checkpoints").glob("*orbax-checkpoint-tmp*"))
+
+
+def test_a_finished_run_is_left_as_it_is(three_sessions):
+    workdir, [_, (_, _, before), (result, out, after)] = three_sessions
+    assert result == {"iteration": 3, "finished": True}
+    assert list_steps(workdir)[-1] == 3 and not (workdir / LOCK_FILE).exists()
+    assert "is finished (iteration 3 of train.iterations=3); raise train.iterations" in out
+    assert after == before
+
+
+# ----------------------------------------------------------------------------- reports
+
+
+def test_the_summary_of_a_resumed_run_gives_both_clocks():
+    final = {"iteration": 30, "start_iteration": 25, "elapsed_minutes": 12.34}
+    first = summary(final, 6.0, "runs/x").splitlines()[0]
+    assert first == (
+        "done: 5 iterations in 0.1 min, resumed at iteration 25; "
+        "the whole run: 30 iterations in 12.3 min"
+    )
+    assert summary({"iteration": 3}, 60.0, "runs/x").startswith("done: 3 iterations in 1.0 min\n")
+
+
+def test_the_compilation_cache_lives_in_the_user_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("AZJAX_JAX_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compilation_cache_dir() == str(tmp_path / "azjax" / "jax")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert compilation_cache_dir() == str(tmp_path / "home" / ".cache" / "azjax" / "jax")
+    monkeypatch.setenv("AZJAX_JAX_CACHE", str(tmp_path / "mine"))
+    assert compilation_cache_dir() == str(tmp_path / "mine")
+
+
+def test_checkpoints_in_progress_are_cleaned_up(tmp_path):
+    leftover = tmp_path / "checkpoints" / "4.orbax-checkpoint-tmp-1234" / "state"
+    leftover.mkdir(parents=True)
+    Checkpointer(tmp_path, 3).close()
+    assert not leftover.parent.exists()
