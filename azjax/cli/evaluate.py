@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 from typing import Any
 
+from azjax.cli import use_compilation_cache
 from azjax.cli.args import SEED_RANGE, seed_arg
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
@@ -305,10 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.games < 1:
         print(f"azjax-eval: --games must be >= 1, got {args.games}", file=sys.stderr)
         return 2
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", os.environ.get("AZJAX_JAX_CACHE", ".jax_cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    use_compilation_cache()
     try:
         if args.a:
             data = _match(args)
