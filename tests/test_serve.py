@@ -313,18 +313,21 @@ def test_moves_without_a_place_on_the_board_become_buttons():
     assert clickable(shown) == [] and shown["legal"] == ["pass"]
 
 
-def test_command_line_server_answers(runs):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    root = pathlib.Path(__file__).resolve().parent.parent
-    command = [sys.executable, "scripts/serve.py", "--runs", str(runs), "--port", str(port)]
-    server = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_command_line_server_answers_at_the_printed_address(runs):
+    # --port 0: any free port, and the address printed is the one served.
+    command = [sys.executable, "scripts/serve.py", "--runs", str(runs), "--port", "0"]
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
+        line = server.stdout.readline().decode()
+        url = re.fullmatch(r"azjax: open (http://127\.0\.0\.1:(\d+))\n", line)
+        assert url and int(url.group(2)) > 0, line + server.stdout.read().decode()
         deadline = time.monotonic() + 120
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/options") as response:
+                with urllib.request.urlopen(f"{url.group(1)}/api/options") as response:
                     options = json.load(response)
                 break
             except OSError:
@@ -335,6 +338,29 @@ def test_command_line_server_answers(runs):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "65536", "http"])
+def test_command_line_server_refuses_bad_ports(port):
+    command = [sys.executable, "scripts/serve.py", "--runs", "none", "--port", port]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "open http" not in proc.stdout
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "--port" in last and "1 to 65535" in last and port in last
+
+
+def test_command_line_server_names_a_busy_port():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        command = [sys.executable, "scripts/serve.py", "--runs", "none", "--port", port]
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip()
+        == f"azjax-serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
 
 
 @pytest.mark.parametrize("seed", [2**63, 2**64, -1])

@@ -9,15 +9,23 @@ The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from collections.abc import Sequence
+
+from azjax.cli.args import port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default="runs", help="folder searched for checkpoints (runs)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--port",
+        type=port_arg,
+        default=8000,
+        help="TCP port to listen on, 1-65535, or 0 for any free one (default 8000)",
+    )
     parser.add_argument(
         "--no-eval", action="store_true", help="skip the evaluation shown with each agent move"
     )
@@ -25,13 +33,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}; anyone who can reach it can play", file=sys.stderr)
 
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:  # bound here, so that the address printed is the one served (--port 0 included)
+        sock.bind((args.host, args.port))
+    except OSError as err:
+        sys.exit(f"azjax-serve: cannot listen on {args.host}:{args.port}: {err.strerror}")
+    port = sock.getsockname()[1]
+
     import uvicorn
 
     from azjax.web.app import create_app
 
     app = create_app(args.runs, evaluate=not args.no_eval)
-    print(f"azjax: open http://{args.host}:{args.port}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    print(f"azjax: open http://{host}:{port}", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 if __name__ == "__main__":
