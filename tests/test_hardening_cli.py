@@ -122,3 +122,21 @@ def test_replay_refuses_bad_paths_and_sizes(args, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert message.format(tmp=tmp_path) in err[-1], err
     assert not (tmp_path / "x.gif").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--game", "tictactoe", "--a", ""], "--a: empty agent spec; expected random, greedy"),
+        (["--game", "tictactoe", "--a", "  "], "--a: empty agent spec; expected random, greedy"),
+        (["--game", "tictactoe", "--a", "random", "--b", ""], "--b: empty agent spec"),
+        (["--game", "tictactoe", "--a", "random"], "--a needs --b"),
+        (["--ladder", ""], "--ladder: empty run directory; expected a folder with checkpoints"),
+        (["--solver", ""], "--solver: empty agent spec; expected random, greedy"),
+        (["--game", "tictactoe", "--round-robin", ""], "--round-robin needs at least two"),
+    ],
+)
+def test_eval_names_empty_agent_specs(args, message, capsys):
+    assert evaluate.main([*args, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"azjax-eval: {message}") and "\n" not in err, err

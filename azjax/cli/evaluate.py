@@ -88,6 +88,22 @@ def parse_size(text: str | None) -> dict[str, Any]:
     return out
 
 
+def _nonempty(text: str, option: str) -> str:
+    """`text` stripped, refusing an empty agent spec given to `option`."""
+    from azjax.agents import SPEC_HELP
+
+    if not text.strip():
+        raise UsageError(f"{option}: empty agent spec; expected {SPEC_HELP}")
+    return text.strip()
+
+
+def _agent(spec: str, game):
+    """The agent of `spec` for `game`; every agent azjax-eval plays is made here."""
+    from azjax import agents
+
+    return agents.make(spec, game)
+
+
 def _game(args: argparse.Namespace, specs: list[str]):
     import games
     from azjax import agents
@@ -142,12 +158,14 @@ def _write_json(path: pathlib.Path | None, data: dict) -> None:
 def _match(args: argparse.Namespace) -> dict:
     import jax
 
-    from azjax import agents, arena
+    from azjax import arena
 
-    if not args.b:
+    spec_a = _nonempty(args.a, "--a")
+    if args.b is None:
         raise UsageError("--a needs --b (the opponent's spec)")
-    game = _game(args, [args.a, args.b])
-    a, b = agents.make(args.a, game), agents.make(args.b, game)
+    spec_b = _nonempty(args.b, "--b")
+    game = _game(args, [spec_a, spec_b])
+    a, b = _agent(spec_a, game), _agent(spec_b, game)
     with _progress(args, args.games, f"{a.name} vs {b.name}") as bar:
         result = arena.match(
             game,
@@ -195,13 +213,11 @@ def _rate(args, game, players, pairs, desc: str):
 def _round_robin(args: argparse.Namespace) -> dict:
     import itertools
 
-    from azjax import agents
-
     specs = [s.strip() for s in args.round_robin.split(",") if s.strip()]
     if len(specs) < 2:
         raise UsageError(f"--round-robin needs at least two specs, got {args.round_robin!r}")
     game = _game(args, specs)
-    players = [agents.make(s, game) for s in specs]
+    players = [_agent(s, game) for s in specs]
     # Pairs in the order the specs were given (each new player meets the earlier ones), so a
     # list from cheap to expensive finishes its cheap matches first.
     pairs = sorted(itertools.combinations(range(len(players)), 2), key=lambda p: (p[1], p[0]))
@@ -220,18 +236,19 @@ def _round_robin(args: argparse.Namespace) -> dict:
 def _ladder(args: argparse.Namespace) -> dict:
     import itertools
 
-    from azjax import agents
     from azjax.checkpoint import list_steps
 
-    workdir = args.ladder
+    workdir = args.ladder.strip()
+    if not workdir:
+        raise UsageError("--ladder: empty run directory; expected a folder with checkpoints")
     steps = list_steps(workdir)
     if not steps:
         raise UsageError(f"--ladder: no checkpoint in {workdir}")
     game = _game(args, [f"policy:{workdir}"])
     listed = [s.strip() for s in args.baselines.split(",") if s.strip()]
     baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
-    players = [agents.make(s, game) for s in baselines]
-    nets = [agents.make(f"{args.kind}:{workdir}@{step}", game) for step in steps]
+    players = [_agent(s, game) for s in baselines]
+    nets = [_agent(f"{args.kind}:{workdir}@{step}", game) for step in steps]
     players += nets
     nb = len(baselines)
     pairs = list(itertools.combinations(range(nb), 2))
@@ -288,12 +305,13 @@ def _solver(args: argparse.Namespace) -> dict:
 
     from azjax import agents, solver
 
-    if args.game is None and agents.parse_spec(args.solver).workdir is None:
+    spec = _nonempty(args.solver, "--solver")
+    if args.game is None and agents.parse_spec(spec).workdir is None:
         game = solver.DEFAULT_REFEREE.game
     else:
-        game = _game(args, [args.solver])
+        game = _game(args, [spec])
     referee = solver.referee_for(game)
-    agent = agents.make(args.solver, game)
+    agent = _agent(spec, game)
     positions = referee.load(args.positions)
     result = solver.accuracy(game, agent, jax.random.key(args.seed), positions)
     print(f"{agent.name} against perfect play ({game.name}):\n{result}")
@@ -307,11 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     use_compilation_cache()
     try:
-        if args.a:
+        if args.a is not None:
             data = _match(args)
-        elif args.round_robin:
+        elif args.round_robin is not None:
             data = _round_robin(args)
-        elif args.ladder:
+        elif args.ladder is not None:
             data = _ladder(args)
         else:
             data = _solver(args)
