@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CONFIG ?= configs/chain_reaction.yaml
 WORKDIR ?= runs/chain_reaction
+ARGS ?=
 PYTEST_ARGS ?=
 
 .PHONY: train test lint bench clean
@@ -18,8 +19,9 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# make train [CONFIG=configs/X.yaml] [WORKDIR=runs/X] [ARGS="dotted.key=value ..."]
 train: $(VENV)/.installed
-	$(PY) scripts/train.py --config $(CONFIG) --workdir $(WORKDIR)
+	$(PY) scripts/train.py --config $(CONFIG) --workdir $(WORKDIR) $(ARGS)
 
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
