@@ -197,3 +197,41 @@ def test_command_line_refuses_bad_arguments(args, message, capsys):
         play.main(args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+class Interrupting(io.StringIO):
+    """stdin that gives its lines, then raises KeyboardInterrupt as Ctrl-C does."""
+
+    def readline(self, *args) -> str:
+        line = super().readline(*args)
+        if not line:
+            raise KeyboardInterrupt
+        return line
+
+
+def test_ctrl_c_at_the_prompt_leaves_quietly_and_saves(tmp_path, monkeypatch, capsys):
+    save = tmp_path / "game.json"
+    monkeypatch.setattr(sys, "stdin", Interrupting("5\n"))
+    argv = ["--game", "tictactoe", "--opponent", "random", "--save", str(save)]
+    try:
+        play.main(argv)
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped from azjax-play")
+    except SystemExit as exit_info:
+        assert exit_info.code == 130
+    else:
+        pytest.fail("no exit status after Ctrl-C")
+    out, err = capsys.readouterr()
+    assert err.strip() == "Interrupted: the game is left unfinished."
+    record = json.loads(save.read_text())
+    assert record["moves"][0] == "5" and len(record["moves"]) == 2
+    assert f"Saved the game (2 moves) to {save}" in out
+
+
+def test_end_of_input_says_so_and_saves(tmp_path, monkeypatch, capsys):
+    save = tmp_path / "game.json"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("5\n"))
+    play.main(["--game", "tictactoe", "--opponent", "random", "--save", str(save)])
+    out = capsys.readouterr().out
+    assert "End of input: the game is left unfinished." in out
+    assert len(json.loads(save.read_text())["moves"]) == 2

@@ -263,6 +263,7 @@ def run(
         if echo or not line:
             say(line.rstrip("\n"))
         if not line:
+            say("End of input: the game is left unfinished.")
             return None
         command = line.strip().lower()
         if command in ("quit", "exit", "q"):
@@ -312,18 +313,36 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.save:  # before the game, so that a finished game is never lost
             check_writable_file(args.save, "--save")
         game = games.make(args.game, **game_kwargs(args))
-        session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
     except ValueError as err:
         parser.error(str(err))
-    colour = sys.stdout.isatty() and not args.no_colour
-    run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
-    if args.save:
-        record = {**session.record(), "kwargs": game_kwargs(args), "opponent": args.opponent}
+    session: Session | None = None
+    status = 0
+    try:
         try:
-            with open(args.save, "w") as f:
-                json.dump(record, f, indent=1)
-        except OSError as err:
-            sys.exit(f"azjax-play: cannot write --save {args.save}: {err.strerror}")
+            session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
+        except ValueError as err:
+            parser.error(str(err))
+        colour = sys.stdout.isatty() and not args.no_colour
+        run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
+    except KeyboardInterrupt:  # Ctrl-C: at the prompt or while the agent thinks
+        sys.stdout.flush()
+        print("\nInterrupted: the game is left unfinished.", file=sys.stderr, flush=True)
+        status = 130
+    if args.save and session is not None:
+        save(session, args.save, {"kwargs": game_kwargs(args), "opponent": args.opponent})
+    if status:
+        sys.exit(status)
+
+
+def save(session: Session, path: str, extra: dict[str, Any]) -> None:
+    """Write the game (finished or not) as JSON for `scripts/replay.py --record`."""
+    record = {**session.record(), **extra}
+    try:
+        with open(path, "w") as f:
+            json.dump(record, f, indent=1)
+    except OSError as err:
+        sys.exit(f"azjax-play: cannot write --save {path}: {err.strerror}")
+    print(f"Saved the game ({len(record['moves'])} moves) to {path}.", flush=True)
 
 
 if __name__ == "__main__":
