@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import gc
 import json
 import pathlib
 import re
@@ -245,7 +247,7 @@ def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
         return agent.replace(fn=wrapped[agent.fn])
 
     monkeypatch.setattr(agents, "make", counting_make)
-    monkeypatch.setattr(play, "_AGENTS", {})
+    monkeypatch.setattr(play, "_AGENTS", collections.OrderedDict())
     with TestClient(create_app(None, evaluate=False)) as c:
         for seed in range(3):
             view = new_game(c, human=1, seed=seed)
@@ -370,3 +372,65 @@ def test_new_game_refuses_seeds_out_of_range(runs, seed):
         response = c.post("/api/games", json=body)
     assert response.status_code == 400
     assert "0 <= seed < 2**63" in response.json()["error"] and str(seed) in response.json()["error"]
+
+
+def rss_mb() -> float:
+    """This process's resident memory in MB (Linux)."""
+    status = pathlib.Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("no /proc/self/status: resident memory is read on Linux only")
+    line = next(x for x in status.read_text().splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_memory_stays_flat_under_load():
+    """300 new games and 1,000 moves against random (Tic-Tac-Toe, Chain Reaction 3x3, Othello
+    6x6 in turn), after a warm-up that compiles everything and fills the game store."""
+    kinds = [
+        ("tictactoe", {}),
+        ("chain_reaction", {"rows": 3, "cols": 3}),
+        ("othello", {"size": 6}),
+    ]
+
+    def load(client: TestClient, n_games: int, n_moves: int, seed: int) -> int:
+        moves = 0
+        for i in range(n_games):
+            name, kwargs = kinds[i % len(kinds)]
+            view = new_game(client, game=name, kwargs=kwargs, seed=seed + i)
+            while not view["over"] and moves < n_moves * (i + 1) // n_games:
+                action = (clickable(view) or [b["action"] for b in view["buttons"]])[0]
+                body = {"action": action, "ply": view["ply"]}
+                response = client.post(f"/api/games/{view['id']}/move", json=body)
+                assert response.status_code == 200, response.text
+                view, moves = response.json(), moves + 1
+        return moves
+
+    with TestClient(create_app(None, evaluate=False, max_games=32)) as client:
+        load(client, 45, 150, seed=10**6)
+        gc.collect()
+        before = rss_mb()
+        assert load(client, 300, 1000, seed=0) >= 900  # a few games end before their share
+        gc.collect()
+        growth = rss_mb() - before
+    assert growth < 50, f"resident memory grew by {growth:.0f} MB"
+
+
+def damage(run: pathlib.Path, step: int, part: str) -> None:
+    """Overwrite the array data (`params`) or the JSON (`meta`) of one checkpoint."""
+    for path in (run / "checkpoints" / str(step) / part).rglob("*"):
+        if path.is_file() and (part == "meta" or path.parent.name == "d"):
+            path.write_bytes(b"\0" * max(path.stat().st_size, 8))
+
+
+@pytest.mark.parametrize("part", ["meta", "params"])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_good_one(tmp_path, part):
+    run = tmp_path / "ttt"
+    write_tiny_run(run, steps=(1, 2, 3))
+    damage(run, 3, part)
+    with TestClient(create_app(str(tmp_path), evaluate=False)) as c:
+        listed = c.get("/api/options").json()["runs"]
+        assert listed == [{"path": str(run), "game": "tictactoe", "kwargs": {}, "steps": [1, 2]}]
+        view = new_game(c, human=1, opponent=f"search:{run}@2")
+        assert view["moves"][0]["by"] == "agent"
+        newest = c.post("/api/games", json={"game": "tictactoe", "opponent": f"search:{run}@3"})
+        assert newest.status_code == 400 and "unknown opponent" in newest.json()["error"]

@@ -13,7 +13,9 @@ the browser server (`azjax.cli.serve`).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
+import functools
 import json
 import sys
 import threading
@@ -32,9 +34,26 @@ State = Any
 # ----------------------------------------------------------------------------- agents
 
 _LOCK = threading.Lock()
-_AGENTS: dict[tuple[Any, str], Callable[[State, jax.Array], int]] = {}
-_JITTED: dict[Callable, Callable] = {}
-_ANALYSERS: dict[tuple[Any, str], Callable[[State, jax.Array], tuple[np.ndarray, float]]] = {}
+CACHE_SIZE = 16  # (game, spec) pairs kept compiled; the least recently used go first
+_AGENTS: collections.OrderedDict[tuple[Any, str], Callable[[State, jax.Array], int]]
+_AGENTS = collections.OrderedDict()
+_ANALYSERS: collections.OrderedDict[
+    tuple[Any, str], Callable[[State, jax.Array], tuple[np.ndarray, float]]
+]
+_ANALYSERS = collections.OrderedDict()
+_JITTED: dict[Callable, Callable] = {}  # one per move function: bounded by the agent kinds
+
+
+def _cached(cache: collections.OrderedDict, key: Any, make: Callable[[], Any]) -> Any:
+    """`cache[key]`, made by `make()` when missing; at most CACHE_SIZE entries (LRU)."""
+    with _LOCK:
+        if key in cache:
+            cache.move_to_end(key)
+        else:
+            cache[key] = make()
+            while len(cache) > CACHE_SIZE:
+                cache.popitem(last=False)
+        return cache[key]
 
 
 def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], int]:
@@ -44,16 +63,17 @@ def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], 
     Raises ValueError (from `azjax.agents.make`) for a bad spec or a checkpoint that does
     not fit the game.
     """
-    with _LOCK:
-        if (game, spec) not in _AGENTS:
-            from azjax import agents
 
-            agent = agents.make(spec, game)
-            if agent.fn not in _JITTED:  # shared by every checkpoint of the same net shape
-                _JITTED[agent.fn] = jax.jit(agent.fn)
-            fn = _JITTED[agent.fn]
-            _AGENTS[game, spec] = lambda state, key: int(fn(agent.params, state, key))
-        return _AGENTS[game, spec]
+    def make() -> Callable[[State, jax.Array], int]:
+        from azjax import agents
+
+        agent = agents.make(spec, game)
+        if agent.fn not in _JITTED:  # shared by every checkpoint of the same net shape
+            _JITTED[agent.fn] = jax.jit(agent.fn)
+        fn = _JITTED[agent.fn]
+        return lambda state, key: int(fn(agent.params, state, key))
+
+    return _cached(_AGENTS, (game, spec), make)
 
 
 def compiled_analysis(
@@ -61,18 +81,26 @@ def compiled_analysis(
 ) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
     """`analyse(state, key) -> (policy[A], value)` for `spec` (value from the mover's view),
     jitted once per (game, spec) and cached."""
-    with _LOCK:
-        if (game, spec) not in _ANALYSERS:
-            from azjax import agents
 
-            fn = jax.jit(agents.analyse(game, spec))
+    def make() -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
+        from azjax import agents
 
-            def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
-                policy, value = fn(state, key)
-                return np.asarray(policy, np.float64), float(value)
+        fn = jax.jit(agents.analyse(game, spec))
 
-            _ANALYSERS[game, spec] = analyse
-        return _ANALYSERS[game, spec]
+        def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
+            policy, value = fn(state, key)
+            return np.asarray(policy, np.float64), float(value)
+
+        return analyse
+
+    return _cached(_ANALYSERS, (game, spec), make)
+
+
+@functools.cache
+def _rules(game: games.Game) -> tuple[Callable[[jax.Array], State], Callable[[State, int], State]]:
+    """`init(key)` and `step(state, action)` of `game`, jitted once per game: a session
+    calls them once per move, and nothing is traced again for a new game or move."""
+    return jax.jit(game.init), jax.jit(game.step)
 
 
 # ----------------------------------------------------------------------------- a game
@@ -106,7 +134,7 @@ class Session:
         self.game, self.opponent, self.human = game, opponent, human
         self.agent = compiled_agent(game, opponent)
         init_key, self._key = jax.random.split(jax.random.key(seed))
-        self.states: list[State] = [game.init(init_key)]
+        self.states: list[State] = [_rules(game)[0](init_key)]
         self.plies: list[Ply] = []
         self.evaluation: Advice | None = None
 
@@ -127,9 +155,11 @@ class Session:
         return key
 
     def _push(self, action: int, by: str) -> Ply:
-        state = self.state
-        ply = Ply(int(state.current_player), action, self.game.format_action(action), by)
-        self.states.append(self.game.checked_step(state, action))
+        state, game = self.state, self.game
+        if action not in game.legal_actions(state):
+            game.checked_step(state, action)  # raises the game's IllegalMoveError
+        ply = Ply(int(state.current_player), action, game.format_action(action), by)
+        self.states.append(_rules(game)[1](state, action))
         self.plies.append(ply)
         return ply
 

@@ -118,8 +118,42 @@ def fields(data: dict[str, Any], **spec: tuple[type, bool]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- runs
 
 
+_CHECKED: dict[tuple[str, int, int], dict[str, Any] | None] = {}
+
+
+def _checkpoint_game(run: pathlib.Path, step: int) -> dict[str, Any] | None:
+    """The game config of checkpoint `step` of `run`, or None when it cannot be loaded (its
+    meta or parameters damaged). Each checkpoint is read once per server (again if rewritten)."""
+    from azjax import checkpoint
+
+    folder = run.resolve() / checkpoint.CHECKPOINT_DIR / str(step)
+    try:
+        key = (str(folder), step, folder.stat().st_mtime_ns)
+    except OSError:  # removed since it was listed
+        return None
+    if key not in _CHECKED:
+        try:
+            game = checkpoint.read_meta(run, step)["config"]["game"]
+            checkpoint.load_for_inference(str(run), step)
+        except ValueError:
+            game = None
+        _CHECKED[key] = game
+    return _CHECKED[key]
+
+
+def _newest_usable(run: pathlib.Path, steps: list[int]) -> tuple[int, dict[str, Any]] | None:
+    """(index in `steps`, game config) of the newest checkpoint that loads, or None."""
+    for i in reversed(range(len(steps))):
+        game = _checkpoint_game(run, steps[i])
+        if game is not None:
+            return i, game
+    return None
+
+
 def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
-    """Training runs (folders with checkpoints) under `runs_dir`: path, game, kwargs, steps."""
+    """Training runs (folders with checkpoints) under `runs_dir`: path, game, kwargs, steps.
+
+    `steps` ends at the newest checkpoint that loads: newer damaged ones are left out."""
     if runs_dir is None or not pathlib.Path(runs_dir).is_dir():
         return []
     from azjax import checkpoint
@@ -134,15 +168,20 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
                 if not steps:
                     nxt.append(child)
                     continue
-                try:
-                    game = checkpoint.read_meta(child, steps[-1])["config"]["game"]
-                except ValueError:  # damaged: not offered
+                usable = _newest_usable(child, steps)
+                if usable is None:  # every checkpoint damaged: not offered
                     continue
+                newest, game = usable
                 sizes = SIZES.get(game["name"], {})
                 kwargs = {k: default for k, (default, _) in sizes.items()}
                 kwargs.update(game.get("kwargs") or {})  # defaults filled in, to compare
                 found.append(
-                    {"path": str(child), "game": game["name"], "kwargs": kwargs, "steps": steps}
+                    {
+                        "path": str(child),
+                        "game": game["name"],
+                        "kwargs": kwargs,
+                        "steps": steps[: newest + 1],
+                    }
                 )
         frontier = nxt
     return found
