@@ -246,7 +246,7 @@ class ChainReaction(Game):
     def chain_levels(self, state: State, action: int) -> list[np.ndarray]:
         """Signed boards (player 0 positive) after each explosion level of `action`, the first
         right after the orb is placed, the last equal to `step`'s board. Refuses illegal moves."""
-        action = int(action)
+        action = self._integer(action)
         text = self.format_action(action) if 0 <= action < self.num_actions else str(action)
         self._check_legal(state, action, text)
         sign = 1 - 2 * int(state.current_player)
@@ -276,7 +276,7 @@ class ChainReaction(Game):
         return (row - 1) * self.cols + col - 1
 
     def format_action(self, action: int) -> str:
-        row, col = divmod(int(action), self.cols)
+        row, col = divmod(self._action_index(action), self.cols)
         return f"{row + 1},{col + 1}"
 
     def notation_help(self) -> str:

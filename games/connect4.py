@@ -144,7 +144,7 @@ class Connect4(Game):
         return int(text) - 1
 
     def format_action(self, action: int) -> str:
-        return str(int(action) + 1)
+        return str(self._action_index(action) + 1)
 
     def notation_help(self) -> str:
         return f"Columns are numbered 1-{COLS} from the left."

@@ -12,14 +12,16 @@ Every State carries at least `current_player` (int32, 0 or 1), `legal_action_mas
 
 `Game.step` implements the rules every game shares: stepping a terminated state returns it
 unchanged with zero rewards, and an illegal (or out-of-range) action makes the mover lose.
-Subclasses implement `_apply`, the effect of a legal action on a live state.
+Subclasses implement `_apply`, the effect of a legal action on a live state. Every public
+function is safe to call eagerly in a loop (see `eager_jit`).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import jax
@@ -31,12 +33,36 @@ State = Any  # a flax.struct dataclass with the fields listed in the module docs
 
 
 class IllegalMoveError(ValueError):
-    """A move typed by a person (or passed to `Game.checked_step`) that is not legal here."""
+    """A move typed by a person (or passed to `Game.checked_step` or `Game.format_action`) that
+    is not legal here, or not an action of the game at all."""
 
 
 def tree_where(pred: Array, on_true: State, on_false: State) -> State:
     """Select between two pytrees of identical structure with a scalar boolean."""
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def eager_jit(method: Callable) -> Callable:
+    """A game method that, called eagerly, runs as one `jax.jit` compiled once per game and
+    argument shapes; under a transformation (jit, vmap, scan...) it is traced inline as before.
+
+    Why: eager JAX runs a function op by op, and an op that carries functions of its own (a
+    `lax.scan` or `while_loop` body, `lax.platform_dependent` branches, a `custom_vmap`) is
+    traced from the Python function it is given and compiled, the executable kept in JAX's
+    per-op cache (4096 entries) keyed by that trace. Game code builds such functions afresh on
+    every call (closures over the state), so every eager Othello or Chain Reaction call compiled
+    new programs and kept them: hundreds of MB per hundred calls. Compiled as a whole, the
+    method's trace is cached once per game and shapes.
+    """
+    jitted = jax.jit(method, static_argnums=0)
+
+    @functools.wraps(method)
+    def call(self: Game, *args: Any) -> Any:
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(args)):
+            return method(self, *args)
+        return jitted(self, *args)
+
+    return call
 
 
 # ----------------------------------------------------------------------------- symmetries
@@ -185,12 +211,19 @@ class Game(abc.ABC):
     Subclasses set `name`, `num_actions`, `observation_shape`, `max_game_length` in `__init__`
     and implement
     `init`, `_apply`, `observe`, `board`, `render`, `symmetries`, `_parse` and `format_action`.
+    A subclass's `init` and `observe` are wrapped in `eager_jit`, as `step` is here.
     """
 
     name: ClassVar[str]
     num_actions: int
     observation_shape: tuple[int, int, int]
     max_game_length: int  # proven upper bound on the moves of one game
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("init", "observe"):
+            if name in vars(cls):
+                setattr(cls, name, eager_jit(vars(cls)[name]))
 
     # -- pure functions ------------------------------------------------------------------
 
@@ -217,12 +250,31 @@ class Game(abc.ABC):
             **board,
         )
 
-    def step(self, state: State, action: Array) -> State:
-        """Play `action`. Terminated states are returned unchanged with zero rewards; an
-        illegal or out-of-range action ends the game with the mover losing (-1 / +1)."""
-        action = jnp.asarray(action, jnp.int32)
+    def step(self, state: State, action: Array | int) -> State:
+        """Play `action`, one integer of any integer type. Terminated states are returned
+        unchanged with zero rewards; an illegal or out-of-range action ends the game with the
+        mover losing (-1 / +1). A batch of states (use `jax.vmap(game.step)`) and non-integer
+        actions are refused: eagerly at once, under a transformation at trace time."""
+        self._one_state(state, "for a batch, use jax.vmap(game.step)")
+        if not isinstance(action, jax.core.Tracer):
+            value = self._integer(action)
+            action = np.int32(value if 0 <= value < self.num_actions else -1)
+        return self._step(state, action)
+
+    @eager_jit
+    def _step(self, state: State, action: Array) -> State:
+        action = jnp.asarray(action)
+        if action.ndim or not jnp.issubdtype(action.dtype, jnp.integer):
+            raise TypeError(
+                f"expected one integer action 0-{self.num_actions - 1} of {self.name}, got a "
+                f"traced {action.dtype} array of shape {action.shape}"
+                + ("; for a batch, use jax.vmap(game.step)" if action.ndim else "")
+            )
+        if action.dtype.itemsize < 4:
+            action = action.astype(jnp.int32)  # every value of a narrower type fits
+        # Compared in the action's own type: cast first, 2**33 would wrap to a legal 0.
         in_range = (action >= 0) & (action < self.num_actions)
-        safe = jnp.clip(action, 0, self.num_actions - 1)
+        safe = jnp.clip(action, 0, self.num_actions - 1).astype(jnp.int32)
         legal = in_range & state.legal_action_mask[safe]
         played = self._apply(state, safe)
         mover = state.current_player
@@ -263,6 +315,7 @@ class Game(abc.ABC):
 
     def legal_actions(self, state: State) -> list[int]:
         """The legal actions of a state, as Python ints."""
+        self._one_state(state, "pick one state of the batch")
         return [int(a) for a in np.flatnonzero(np.asarray(state.legal_action_mask))]
 
     def parse_action(self, text: str, state: State | None = None) -> int:
@@ -281,11 +334,43 @@ class Game(abc.ABC):
         return action
 
     def checked_step(self, state: State, action: int) -> State:
-        """`step` for host code: an illegal action raises instead of losing the game."""
-        action = int(action)
+        """`step` for host code: an illegal action raises IllegalMoveError (a non-integer one
+        TypeError) instead of losing the game."""
+        self._one_state(state, "pick one state of the batch")
+        action = self._integer(action)
         in_range = 0 <= action < self.num_actions
         self._check_legal(state, action, self.format_action(action) if in_range else str(action))
         return self.step(state, action)
+
+    def _integer(self, action: Any) -> int:
+        """A concrete action as a Python int; anything but one integer is refused, named."""
+        if isinstance(action, int) and not isinstance(action, bool):
+            return int(action)
+        value = np.asarray(action)
+        if value.ndim == 0 and value.dtype.kind in "iu":
+            return int(value)
+        raise TypeError(
+            f"expected one integer action 0-{self.num_actions - 1} of {self.name}, got {action!r}"
+        )
+
+    def _action_index(self, action: Any) -> int:
+        """`action` as a Python int, refusing non-integers (TypeError) and integers that are
+        not actions of this game (IllegalMoveError)."""
+        value = self._integer(action)
+        if not 0 <= value < self.num_actions:
+            raise IllegalMoveError(
+                f"{value} is not an action of {self.name}: expected 0-{self.num_actions - 1}"
+            )
+        return value
+
+    def _one_state(self, state: State, batch_hint: str) -> None:
+        """Refuse a batch of states where one is expected."""
+        shape = jnp.shape(state.legal_action_mask)
+        if shape != (self.num_actions,):
+            raise ValueError(
+                f"expected one {self.name} state (legal_action_mask of shape "
+                f"({self.num_actions},)), got legal_action_mask of shape {shape}; {batch_hint}"
+            )
 
     def _check_legal(self, state: State, action: int, text: str) -> None:
         if bool(state.terminated):

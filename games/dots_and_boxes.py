@@ -234,7 +234,7 @@ class DotsAndBoxes(Game):
         return self.num_horizontal + r * (self.cols + 1) + c
 
     def format_action(self, action: int) -> str:
-        kind, r, c = self._line_coords(int(action))
+        kind, r, c = self._line_coords(self._action_index(action))
         return f"{kind} {r + 1} {c + 1}"
 
     def notation_help(self) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 from flax import struct
 from jax import lax
 
-from games.core import Array, Game, Symmetry, grid_symmetries, letters, render_grid
+from games.core import Array, Game, Symmetry, eager_jit, grid_symmetries, letters, render_grid
 
 Bits = tuple[Array, Array]  # (word 0: even rows, word 1: odd rows), uint32 each
 
@@ -199,6 +199,10 @@ class Othello(Game):
             raise ValueError(
                 f"expected a {self.size}x{self.size} Othello board, got shape {np.shape(board)}"
             )
+        return self._from_board(board, player)
+
+    @eager_jit
+    def _from_board(self, board: Array, player: Array | int) -> State:
         cells = jnp.asarray(board).reshape(-1)
         bit = jnp.uint32(1) << jnp.asarray(self._cell_bit)
         in_odd_row = jnp.asarray(self._cell_word) == 1
@@ -320,7 +324,7 @@ class Othello(Game):
         return (int(text[1:]) - 1) * self.size + cols.index(text[0])
 
     def format_action(self, action: int) -> str:
-        action = int(action)
+        action = self._action_index(action)
         if action == self.pass_action:
             return "pass"
         return f"{letters(self.size)[action % self.size]}{action // self.size + 1}"

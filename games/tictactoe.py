@@ -73,7 +73,7 @@ class TicTacToe(Game):
         return int(text) - 1
 
     def format_action(self, action: int) -> str:
-        return str(int(action) + 1)
+        return str(self._action_index(action) + 1)
 
     def notation_help(self) -> str:
         return "Cells are numbered 1-9 row by row from the top left."
