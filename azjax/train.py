@@ -31,7 +31,7 @@ import optax
 from flax import struct
 from jax.sharding import Mesh
 
-from azjax import agents, arena, parallel
+from azjax import agents, arena, health, parallel
 from azjax.checkpoint import Checkpointer, CheckpointError, WorkdirError, WorkdirLock
 from azjax.config import Config, ConfigError, OptimConfig, dump_config
 from azjax.metrics import read_metrics
@@ -103,6 +103,7 @@ def loss_fn(
     )
     entropy = jnp.sum(target_entropy * mask) / jnp.maximum(jnp.sum(mask), 1.0)
     value_loss = jnp.mean(jnp.square(value - batch.value))
+    target_var = jnp.var(batch.value)
     l2 = l2_penalty(params)
     loss = policy_loss + config.value_weight * value_loss + config.l2 * l2
     metrics = {
@@ -111,6 +112,11 @@ def loss_fn(
         "policy_kl": policy_loss - entropy,
         "value_loss": value_loss,
         "l2": l2,
+        # run health (azjax.health): how much the outputs vary over the batch's positions
+        "value_std": jnp.std(value),
+        "policy_std": jnp.mean(jnp.std(logits, axis=0)),
+        "value_target_var": target_var,
+        "value_explained": 1.0 - value_loss / jnp.maximum(target_var, 1e-6),
     }
     return loss, metrics
 
@@ -335,6 +341,9 @@ def _postfix(record: dict) -> dict[str, str]:
     out = {}
     if record.get("train/trained"):
         out["loss"] = f"{record['train/loss']:.3f}"
+        out["v_std"] = f"{record['train/value_std']:.2f}"
+    if "health/ok" in record:
+        out["health"] = "ok" if record["health/ok"] else "BAD"
     out["pos/s"] = f"{record['positions_per_second']:.0f}"
     for key, value in record.items():
         if key.startswith("eval/") and key.endswith("/win_rate"):
@@ -420,6 +429,7 @@ def _train(
         dynamic_ncols=True,
     )
     stop = _StopRequest()
+    monitor, problems = health.Monitor(), []
     run_start = time.perf_counter()
 
     def elapsed_minutes() -> float:  # the whole run's wall clock, across resumes
@@ -454,6 +464,10 @@ def _train(
                 )
                 bar.write(_eval_line(iteration, record))
             record["elapsed_minutes"] = elapsed_minutes()
+            found = monitor.update(record)
+            if found != problems and record.get("train/trained"):
+                problems = found
+                bar.write(f"iteration {iteration}: " + ("; ".join(found) or "run health ok again"))
             log.write(record)
             pending.append(record)
             if iteration % config.checkpoint.every == 0 or iteration == total or stop.requested:

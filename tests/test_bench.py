@@ -50,3 +50,38 @@ def test_bench_refuses_bad_arguments():
     assert result.returncode != 0 and "unknown game(s) 'chess'" in result.stderr
     result = bench("selfplay", "--batches", "0")
     assert result.returncode != 0 and "expected positive integers, got '0'" in result.stderr
+
+
+def test_learning_bench_writes_curves_per_seed(tmp_path):
+    out = tmp_path / "learning.json"
+    tiny = [
+        "network.blocks=0",
+        "network.channels=8",
+        "search.num_simulations=4",
+        "search.max_num_considered_actions=4",
+        "selfplay.batch_size=8",
+        "selfplay.chunk_moves=9",
+        "replay.capacity=512",
+        "replay.min_size=16",
+        "train.batch_size=16",
+        "train.steps_per_iteration=2",
+        "eval.num_simulations=4",
+        "eval.opponents=[random]",
+    ]
+    args = ["--config", str(ROOT / "configs" / "tictactoe.yaml"), "--positions", "150"]
+    args += ["--every-positions", "75", "--seeds", "0,1", "--games", "4", "--out", str(out)]
+    result = bench("learning", *args, *(a for o in tiny for a in ("--set", o)))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["machine"]["platform"] == "cpu" and report["budget"]["positions"] == 150
+    assert [r["seed"] for r in report["runs"]] == [0, 1]
+    for run in report["runs"]:
+        points = run["points"]
+        assert points[0]["positions"] == 0 and points[-1]["positions"] >= 150
+        assert len(points) >= 3 and all(0 <= p["vs random/score"] <= 1 for p in points)
+        assert [p["iteration"] for p in points] == sorted({p["iteration"] for p in points})
+    finals = [r["points"][-1]["vs random/score"] for r in report["runs"]]
+    assert report["summary"][args[1]]["vs random/score"]["min"] == min(finals)
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    refused = bench("learning", "--config", "nope.yaml")
+    assert refused.returncode != 0 and "config 'nope.yaml' does not exist" in refused.stderr

@@ -1,0 +1,276 @@
+"""Learning speed: strength per minute of training, measured by referees that are not the net.
+
+    python scripts/bench.py learning --config configs/connect4.yaml --minutes 60 --every 5
+    python scripts/bench.py learning --compare configs/a.yaml configs/b.yaml --seeds 0,1
+
+Each config trains from scratch (same seeds, same budget) in this process, one after another.
+The budget is training wall time: self-play and gradient steps, compilation and evaluation
+excluded (both are reported). At the start and every `--every` minutes (or `--every-positions`
+self-play positions, with `--positions`) the network is measured:
+
+- games with a perfect-play position set (Connect4, Dots and Boxes 3x3; `azjax.solver`): the
+  share of positions where the net with search (the config's evaluation simulations) and the raw
+  policy pick a best move, and keep the game-theoretic result;
+- every other game: arena scores of net + search against the config's `eval.opponents`.
+
+Writes JSON (`--out`) and a PNG of the curves (`--png`, mean over seeds with the min-max band).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import time
+from typing import Any
+
+import jax
+import numpy as np
+from benchlib import device_description, write_report
+
+from azjax import agents, arena, solver
+from azjax.config import Config, load_config
+from azjax.train import make_trainer
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench.py learning", description=__doc__.split("\n\n")[0])
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--config", nargs="+", metavar="YAML", help="one or more configs")
+    which.add_argument("--compare", nargs=2, metavar="YAML", help="two configs side by side")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, help="training wall time per run (default 20)")
+    budget.add_argument("--positions", type=int, help="self-play positions per run instead")
+    p.add_argument("--every", type=float, default=5.0, help="minutes between evaluations")
+    p.add_argument(
+        "--every-positions", type=int, help="positions between evaluations (with --positions)"
+    )
+    p.add_argument("--seeds", type=seed_list, default=[0], help="comma-separated seeds")
+    p.add_argument("--games", type=int, default=64, help="arena games per opponent")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a dotted override applied to every config (repeatable)",
+    )
+    p.add_argument("--out", help="JSON path (default bench_results/learning_GAME.json)")
+    p.add_argument("--png", help="PNG path (default: the JSON path with .png)")
+    args = p.parse_args(argv)
+    if args.minutes is None and args.positions is None:
+        args.minutes = 20.0
+    for name in ("minutes", "every", "positions", "every_positions"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            p.error(f"--{name.replace('_', '-')} must be positive, got {value}")
+    return args
+
+
+def seed_list(text: str) -> list[int]:
+    """An argparse type: "0,1,2" -> [0, 1, 2], every seed an integer >= 0."""
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts or not all(x.isdigit() for x in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 0, got {text!r}")
+    return [int(x) for x in parts]
+
+
+@dataclasses.dataclass
+class Referee:
+    """Measures parameters of one run: perfect-play accuracy where a set exists, else arena."""
+
+    config: Config
+    games: int
+
+    def __post_init__(self) -> None:
+        self.game = self.config.game.make()
+        try:
+            self.positions = solver.referee_for(self.game).load()
+        except ValueError:
+            self.positions = None
+            self.opponents = [agents.make(s, self.game) for s in self.config.eval.opponents]
+
+    def __call__(self, trainer: Any, params: Any, key: jax.Array) -> dict[str, float]:
+        search = self.config.search
+        if self.config.eval.num_simulations:
+            search = dataclasses.replace(search, num_simulations=self.config.eval.num_simulations)
+        player = agents.search_agent(self.game, trainer.network, params, search)
+        if self.positions is not None:
+            policy = agents.policy_agent(self.game, trainer.network, params)
+            out = {}
+            for name, agent in (("search", player), ("policy", policy)):
+                acc = solver.accuracy(self.game, agent, key, self.positions)
+                out[f"{name}/best_move"] = acc.best_move
+                out[f"{name}/keeps_result"] = acc.keeps_result
+            return out
+        out = {}
+        for i, (spec, opponent) in enumerate(
+            zip(self.config.eval.opponents, self.opponents, strict=True)
+        ):
+            result = arena.match(
+                self.game,
+                player,
+                opponent,
+                self.games,
+                jax.random.fold_in(key, i),
+                opening_moves=self.config.eval.opening_moves,
+            )
+            out[f"vs {spec}/score"] = float(result.score)
+        return out
+
+
+def runs(path: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Train `path` once per seed (one compilation), each for the budget."""
+    config = load_config(path, args.set)
+    referee = Referee(config, args.games)
+    trainer = make_trainer(config)
+    start = time.perf_counter()
+    iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()
+    compile_seconds = time.perf_counter() - start
+    out = []
+    for seed in args.seeds:
+        seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed))
+        record = run(path, seeded, trainer, iterate, referee, args)
+        out.append({**record, "compile_seconds": compile_seconds})
+    return out
+
+
+def run(
+    path: str, config: Config, trainer: Any, iterate: Any, referee: Referee, args: Any
+) -> dict[str, Any]:
+    """Train from `config.train.seed` for the budget; the evaluation points."""
+    seed = config.train.seed
+    state = trainer.init(jax.random.key(seed))
+    eval_key = jax.random.key(seed + 1)
+
+    train_seconds = eval_seconds = 0.0
+    positions = iteration = 0
+    points: list[dict[str, Any]] = []
+
+    def measure() -> None:
+        nonlocal eval_seconds
+        begin = time.perf_counter()
+        params = jax.device_get(state.params)
+        scores = referee(trainer, params, jax.random.fold_in(eval_key, iteration))
+        eval_seconds += time.perf_counter() - begin
+        point = {
+            "minutes": train_seconds / 60,
+            "positions": positions,
+            "iteration": iteration,
+            **scores,
+        }
+        points.append(point)
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in scores.items())
+        print(
+            f"  {pathlib.Path(path).stem} seed {seed}: {point['minutes']:6.2f} min, "
+            f"{positions:9d} positions, iteration {iteration:5d}: {shown}",
+            flush=True,
+        )
+
+    def progress() -> float:  # 0..1 of the budget
+        if args.positions is not None:
+            return positions / args.positions
+        return train_seconds / (60 * args.minutes)
+
+    every = (
+        (args.every_positions or args.positions / 4) / args.positions
+        if args.positions is not None
+        else min(args.every / args.minutes, 1.0)
+    )
+    measure()
+    next_point = every
+    while progress() < 1.0:
+        begin = time.perf_counter()
+        state, metrics = iterate(state)
+        added = int(metrics["replay/added"])  # waits for the device
+        train_seconds += time.perf_counter() - begin
+        positions += added
+        iteration += 1
+        if progress() >= next_point - 1e-9 or progress() >= 1.0:
+            measure()
+            next_point += every
+    if points[-1]["iteration"] != iteration:
+        measure()
+    return {
+        "config": path,
+        "seed": seed,
+        "game": config.game.name,
+        "game_kwargs": dict(config.game.kwargs),
+        "eval_seconds": eval_seconds,
+        "train_minutes": train_seconds / 60,
+        "positions": positions,
+        "iterations": iteration,
+        "points": points,
+    }
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per config: each final score's mean, min and max over seeds."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in dict.fromkeys(r["config"] for r in runs):
+        finals = [r["points"][-1] for r in runs if r["config"] == path]
+        keys = [k for k in finals[0] if "/" in k]
+        out[path] = {
+            k: {
+                "mean": float(np.mean([f[k] for f in finals])),
+                "min": float(np.min([f[k] for f in finals])),
+                "max": float(np.max([f[k] for f in finals])),
+            }
+            for k in keys
+        }
+    return out
+
+
+def plot(report: dict[str, Any], path: str) -> None:
+    """Curves of every score against training minutes (or positions): seed mean, min-max band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = report["runs"]
+    x_key = "positions" if report["budget"].get("positions") else "minutes"
+    keys = [k for k in runs[0]["points"][0] if "/" in k]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for config in dict.fromkeys(r["config"] for r in runs):
+            mine = [r["points"] for r in runs if r["config"] == config]
+            n = min(len(p) for p in mine)
+            x = np.mean([[p[i][x_key] for i in range(n)] for p in mine], axis=0)
+            y = np.array([[p[i][key] for i in range(n)] for p in mine])
+            (line,) = ax.plot(x, y.mean(0), marker="o", label=pathlib.Path(config).stem)
+            if len(mine) > 1:
+                ax.fill_between(x, y.min(0), y.max(0), color=line.get_color(), alpha=0.2)
+        ax.set_title(key.replace("/", ": ").replace("_", " "))
+        ax.set_xlabel("training minutes" if x_key == "minutes" else "self-play positions")
+        ax.set_ylabel("share of positions" if "score" not in key else "score (win=1, draw=0.5)")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    machine = report["machine"]
+    fig.suptitle(f"{runs[0]['game']}: {machine['device']} ({machine['cpu_count']} CPUs)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    configs = args.compare or args.config
+    for path in configs:
+        if not pathlib.Path(path).is_file():
+            raise SystemExit(f"bench.py learning: config {path!r} does not exist")
+    results = [record for path in configs for record in runs(path, args)]
+    game = results[0]["game"]
+    out = args.out or f"bench_results/learning_{game}.json"
+    report = {
+        "benchmark": "learning",
+        "machine": device_description(),
+        "budget": {"minutes": args.minutes, "positions": args.positions, "every": args.every},
+        "seeds": args.seeds,
+        "overrides": args.set,
+        "runs": results,
+        "summary": summary(results),
+    }
+    write_report(out, report)
+    plot(report, args.png or str(pathlib.Path(out).with_suffix(".png")))
