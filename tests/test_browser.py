@@ -122,3 +122,31 @@ def test_play_tictactoe_by_clicking(browser, server, tmp_path):
     assert not errors, errors
     page.screenshot(path=str(tmp_path / "end.png"))
     assert (tmp_path / "end.png").stat().st_size > 1000
+
+
+def test_hint_says_it_is_thinking_and_who_answers(browser, server):
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server)
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#game", "tictactoe")
+    page.select_option("#opponent", "random")
+    page.click("#new")
+    page.wait_for_selector("#board svg .move")
+    page.evaluate(  # every text the hint line shows, with the state of the page at the time
+        """() => {
+          window.seen = [];
+          new MutationObserver(() => window.seen.push([
+            document.querySelector('#hint-text').textContent,
+            document.querySelector('#hint').disabled,
+            document.body.classList.contains('busy'),
+          ])).observe(document.querySelector('#hint-text'), {childList: true});
+        }"""
+    )
+    page.click("#hint")
+    page.wait_for_function("document.querySelector('#hint-text').textContent.startsWith('Hint')")
+    seen = page.evaluate("window.seen")
+    assert seen[0] == ["Thinking (pure MCTS with 200 simulations)…", True, True]
+    assert seen[-1][0].startswith("Hint from pure MCTS with 200 simulations: try ")
+    assert not page.is_disabled("#hint") and not errors, errors

@@ -119,7 +119,12 @@ def test_dots_and_boxes_repeated_turns_to_the_end():
 
 def test_hint_lists_legal_moves_with_shares_and_a_value():
     session, _, out = drive("tictactoe", "random", 0, "5\nhint\nquit\n", seed=1)
-    line = next(x for x in out.splitlines() if "Hint from random" in x)
+    lines = out.splitlines()
+    # Said at once (a search takes seconds), and named for what gives it: a pure MCTS.
+    thinking = lines.index("Thinking (pure MCTS with 200 simulations)...")
+    line = lines[thinking + 1]
+    assert line.startswith("Hint from pure MCTS with 200 simulations: ")
+    assert "random" not in line
     found = re.findall(r"(\d) \((\d+)%\)", line)
     assert 1 <= len(found) <= 3
     legal = set(map(str, range(1, 10))) - {p.notation for p in session.plies}

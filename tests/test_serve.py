@@ -110,6 +110,7 @@ def test_a_full_game_to_the_end(client):
 
 def test_second_player_sees_the_agent_opening(client):
     view = new_game(client, human=1, seed=3)
+    assert view["analyst"] == "pure MCTS with 200 simulations"  # hints for a baseline opponent
     assert [m["by"] for m in view["moves"]] == ["agent"] and view["to_move"] == 1
     opening = int(view["moves"][0]["notation"]) - 1
     assert clickable(view) == [a for a in range(9) if a != opening]
@@ -267,10 +268,12 @@ def test_checkpoint_opponents_and_evaluation(runs):
         view = new_game(c, human=1, opponent=f"policy:{path}@2", seed=2)
         assert view["moves"][0]["by"] == "agent"
         evaluation = view["evaluation"]
+        assert view["analyst"] == evaluation["source"] == f"the network of {path}@2 with search"
         assert -1.0 <= evaluation["value"] <= 1.0
         assert {m["move"] for m in evaluation["moves"]} <= {str(c) for c in range(1, 10)}
         assert sum(m["share"] for m in evaluation["moves"]) <= 1.0 + 1e-6
         hint = c.post(f"/api/games/{view['id']}/hint", json={"ply": 1}).json()
+        assert hint["source"] == view["analyst"]
         legal = set(view["legal"])
         assert {m["move"] for m in hint["moves"]} <= legal and -1 <= hint["value"] <= 1
         older = c.post("/api/games", json={"game": "tictactoe", "opponent": f"policy:{path}@1"})

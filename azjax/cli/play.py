@@ -96,6 +96,20 @@ def compiled_analysis(
     return _cached(_ANALYSERS, (game, spec), make)
 
 
+def analyst(spec: str) -> str:
+    """Who gives the hints and evaluations against opponent `spec` (`azjax.agents.analyse`):
+    a checkpoint's network with search, or pure MCTS for any other opponent."""
+    from azjax import agents
+
+    parsed = agents.parse_spec(spec)
+    if parsed.workdir is not None:
+        at = "" if parsed.step is None else f"@{parsed.step}"
+        return f"the network of {parsed.workdir}{at} with search"
+    if parsed.model is not None:
+        return f"the zoo model {parsed.model} with search"
+    return f"pure MCTS with {agents.ANALYSIS_SIMULATIONS} simulations"
+
+
 @functools.cache
 def _rules(game: games.Game) -> tuple[Callable[[jax.Array], State], Callable[[State, int], State]]:
     """`init(key)` and `step(state, action)` of `game`, jitted once per game: a session
@@ -118,11 +132,12 @@ class Ply:
 
 @dataclasses.dataclass(frozen=True)
 class Advice:
-    """An analysis of a position: top moves as (notation, share of the search) and the value
-    for the player to move (-1 lost .. +1 won)."""
+    """An analysis of a position: top moves as (notation, share of the search), the value
+    for the player to move (-1 lost .. +1 won) and who made it (`analyst`)."""
 
     moves: tuple[tuple[str, float], ...]
     value: float
+    source: str
 
 
 class Session:
@@ -133,6 +148,7 @@ class Session:
             raise ValueError(f"human must be player 0 or 1, got {human!r}")
         self.game, self.opponent, self.human = game, opponent, human
         self.agent = compiled_agent(game, opponent)
+        self.analyst = analyst(opponent)
         init_key, self._key = jax.random.split(jax.random.key(seed))
         self.states: list[State] = [_rules(game)[0](init_key)]
         self.plies: list[Ply] = []
@@ -193,12 +209,13 @@ class Session:
         return True
 
     def advice(self, top: int = 3) -> Advice:
-        """The opponent's analysis of the current position (its search or pure MCTS)."""
+        """An analysis of the current position by `self.analyst` (the opponent's network
+        with search, else pure MCTS)."""
         policy, value = compiled_analysis(self.game, self.opponent)(self.state, self._next_key())
         order = np.argsort(-policy, kind="stable")[:top]
         order = [a for a in order if policy[a] >= 0.01] or list(order[:1])  # drop the noise
         moves = tuple((self.game.format_action(int(a)), float(policy[a])) for a in order)
-        return Advice(moves, value)
+        return Advice(moves, value, self.analyst)
 
     def result(self) -> str | None:
         """ "win", "loss" or "draw" from the person's view once the game is over, else None."""
@@ -304,9 +321,10 @@ def run(
             say("Taken back to your previous turn." if session.undo() else "Nothing to undo.")
             continue
         if command == "hint":
+            say(f"Thinking ({session.analyst})...")
             advice = session.advice()
             moves = ", ".join(f"{m} ({share:.0%})" for m, share in advice.moves)
-            say(f"Hint from {session.opponent}: {moves}; value for you {advice.value:+.2f}")
+            say(f"Hint from {advice.source}: {moves}; value for you {advice.value:+.2f}")
             continue
         try:
             action = game.parse_action(command, session.state)
@@ -323,14 +341,25 @@ def run(
     return result
 
 
+FALLBACK_OPPONENT = "mcts:200"  # the default opponent of a game the zoo has no model for
+
+
+def default_opponent(game: games.Game) -> str:
+    """`zoo:NAME` when the zoo has a model for `game` (azjax.zoo.default), else pure MCTS."""
+    from azjax import zoo
+
+    name = zoo.default(game)
+    return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="azjax-play", description=__doc__.split("\n\n")[0])
     add_game_arguments(parser)
     parser.add_argument(
         "--opponent",
-        default="mcts:200",
         help="agent spec: random, greedy, alphabeta:D, mcts:SIMS, policy:WORKDIR[@STEP], "
-        "search:WORKDIR[@STEP][:SIMS] (default mcts:200)",
+        "search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS], policy-zoo:NAME (default: the zoo's "
+        f"model for the game, else {FALLBACK_OPPONENT})",
     )
     parser.add_argument("--as", dest="side", choices=("first", "second"), default="first")
     parser.add_argument(
@@ -343,6 +372,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.save:  # before the game, so that a finished game is never lost
             check_writable_file(args.save, "--save")
         game = games.make(args.game, **game_kwargs(args))
+        args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
         parser.error(str(err))
     session: Session | None = None

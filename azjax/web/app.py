@@ -1,11 +1,12 @@
 """The browser-play server: one static page and a small JSON API (Starlette).
 
-    GET  /api/options                 games, their sizes, opponents (baselines + checkpoints)
+    GET  /api/options                 games, sizes, opponents (baselines, zoo, checkpoints)
     POST /api/games                   {"game", "kwargs", "opponent", "human": 0|1} -> a new game
     GET  /api/games/{id}              the game's current view
     POST /api/games/{id}/move         {"action": int, "ply": int} -> the view after the reply
     POST /api/games/{id}/undo         {"ply": int}
-    POST /api/games/{id}/hint         {"ply": int} -> the opponent's analysis of your position
+    POST /api/games/{id}/hint         {"ply": int} -> an analysis of your position, by the
+                                      game's `analyst` (a checkpoint's search, else pure MCTS)
 
 `ply` is the number of moves the page has seen; a request made on an older position is refused
 (409) so that two tabs cannot play over each other. Every error is a JSON body
@@ -187,9 +188,38 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
     return found
 
 
+def find_zoo() -> list[dict[str, Any]]:
+    """The zoo's models (azjax.zoo): name, game, kwargs (defaults filled in), strength."""
+    from azjax import export, zoo
+
+    found = []
+    for name in zoo.names():
+        try:
+            card = zoo.card(name)
+            game = card["game"]["name"]
+            kwargs = {k: default for k, (default, _) in SIZES.get(game, {}).items()}
+            kwargs.update(card["game"]["kwargs"])
+            default = zoo.default(games.make(game, **kwargs)) == name  # the page's first choice
+        except ValueError:  # damaged, or a game this azjax does not have: not offered
+            continue
+        found.append(
+            {
+                "name": name,
+                "game": game,
+                "kwargs": kwargs,
+                "strength": export.headline(card),
+                "default": default,
+            }
+        )
+    return found
+
+
 def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> list[str]:
     """The agent specs offered for a game of this size."""
     specs = list(BASELINES)
+    for model in find_zoo():
+        if model["game"] == name and model["kwargs"] == kwargs:
+            specs += [f"zoo:{model['name']}", f"policy-zoo:{model['name']}"]
     for run in runs:  # the newest checkpoint, named, so a newer one is a new opponent
         if run["game"] == name and run["kwargs"] == kwargs:
             at = f"{run['path']}@{run['steps'][-1]}"
@@ -256,6 +286,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[s
     evaluation = None
     if evaluate and session.evaluation is not None:
         evaluation = {
+            "source": session.evaluation.source,
             "value": session.evaluation.value,
             "moves": [{"move": m, "share": p} for m, p in session.evaluation.moves],
         }
@@ -264,6 +295,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[s
         "game": game.name,
         "kwargs": entry.kwargs,
         "opponent": session.opponent,
+        "analyst": session.analyst,
         "human": session.human,
         "players": svg.PLAYERS[game.name],
         "ply": len(session.plies),
@@ -335,6 +367,7 @@ def create_app(
                     for name, sizes in SIZES.items()
                 ],
                 "baselines": list(BASELINES),
+                "zoo": await run_in_threadpool(find_zoo),
                 "runs": runs,
             }
         )
@@ -429,7 +462,7 @@ def create_app(
                     raise ApiError(409, "no hint: it is not your turn")
                 advice = entry.session.advice()
                 moves = [{"move": m, "share": p} for m, p in advice.moves]
-                return {"moves": moves, "value": advice.value}
+                return {"moves": moves, "value": advice.value, "source": advice.source}
 
         return JSONResponse(await run_in_threadpool(analyse))
 

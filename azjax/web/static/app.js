@@ -68,6 +68,14 @@ function fillOpponents() {
   const kwargs = sizeValues();
   const keep = $("opponent").value;
   $("opponent").replaceChildren();
+  let fallback = null; // the zoo's model for this game, chosen unless the choice is kept
+  for (const model of options.zoo) {
+    if (model.game !== name || !sameKwargs(model.kwargs, kwargs)) continue;
+    const strength = model.strength === "-" ? "" : ` (${model.strength})`;
+    $("opponent").add(new Option(`zoo: ${model.name}${strength}`, `zoo:${model.name}`));
+    $("opponent").add(new Option(`zoo policy: ${model.name}`, `policy-zoo:${model.name}`));
+    if (model.default) fallback = `zoo:${model.name}`;
+  }
   for (const spec of options.baselines) $("opponent").add(new Option(spec, spec));
   for (const run of options.runs) {
     if (run.game !== name || !sameKwargs(run.kwargs, kwargs)) continue;
@@ -79,6 +87,7 @@ function fillOpponents() {
     }
   }
   if ([...$("opponent").options].some((o) => o.value === keep)) $("opponent").value = keep;
+  else $("opponent").value = fallback ?? options.baselines[0];
 }
 
 function playerName(view, player) {
@@ -100,10 +109,11 @@ function renderEvaluation(view) {
   $("evaluation").hidden = !ev;
   if (!ev) return;
   const v = ev.value;
-  $("eval-label").textContent = `${playerName(view, 1 - view.human)}'s position before its move, by search:`;
+  $("eval-label").textContent =
+    `${playerName(view, 1 - view.human)}'s position before its move, by ${ev.source}:`;
   $("eval-value").textContent = (v >= 0 ? "+" : "") + v.toFixed(2);
   $("eval-bar").style.width = `${Math.round((v + 1) * 50)}%`;
-  $("eval-moves").textContent = "search favoured " +
+  $("eval-moves").textContent = "the search favoured " +
     ev.moves.map((m) => `${m.move} ${Math.round(m.share * 100)}%`).join(", ");
 }
 
@@ -165,8 +175,13 @@ async function render(view) {
   renderStatus(view);
   $("board").dataset.ply = String(view.ply);
   $("board").dataset.over = String(view.over);
+  renderButtonsState(view);
+}
+
+function renderButtonsState(view) {
   const yourTurn = !view.over && view.to_move === view.human;
   $("hint").disabled = !yourTurn;
+  $("hint").title = `Ask ${view.analyst} for the best moves here`;
   $("undo").disabled = !view.moves.some((m) => m.by === "human");
 }
 
@@ -222,11 +237,24 @@ function undo() {
 
 function hint() {
   return guarded(async () => {
-    const advice = await api(`/api/games/${current.id}/hint`, { ply: current.ply });
-    const moves = advice.moves.map((m) => `${m.move} (${Math.round(m.share * 100)}%)`).join(", ");
-    const v = advice.value;
-    $("hint-text").textContent = `Try ${moves}. Value for you: ${(v >= 0 ? "+" : "") + v.toFixed(2)}`;
+    // A search takes seconds: say so at once, and keep the buttons off until it answers.
+    $("hint").disabled = $("undo").disabled = true;
+    $("hint-text").textContent = `Thinking (${current.analyst})…`;
     $("hint-text").hidden = false;
+    $("hint-text").classList.add("thinking");
+    try {
+      const advice = await api(`/api/games/${current.id}/hint`, { ply: current.ply });
+      const moves = advice.moves.map((m) => `${m.move} (${Math.round(m.share * 100)}%)`).join(", ");
+      const v = advice.value;
+      $("hint-text").textContent =
+        `Hint from ${advice.source}: try ${moves}. Value for you: ${(v >= 0 ? "+" : "") + v.toFixed(2)}`;
+    } catch (err) {
+      $("hint-text").hidden = true;
+      throw err;
+    } finally {
+      $("hint-text").classList.remove("thinking");
+      renderButtonsState(current);
+    }
   });
 }
 
