@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps 'jax2onnx>=0.17,<0.18'  # see the export extra
 	touch $@
 
 # make train [CONFIG=configs/X.yaml] [WORKDIR=runs/X] [ARGS="dotted.key=value ..."]

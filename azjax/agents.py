@@ -9,6 +9,8 @@ jittable and vmappable, so the arena vmaps it over games. Specs understood by `m
     mcts:SIMS                    pure MCTS (mctx PUCT, uniform prior) with random-rollout values
     policy:WORKDIR[@STEP]        a trained network's policy alone (most probable legal move)
     search:WORKDIR[@STEP][:SIMS] a trained network with search (its config's algorithm)
+    zoo:NAME[:SIMS]              a model shipped with azjax (azjax.zoo) with search
+    policy-zoo:NAME              a zoo model's policy alone
 
 The move function `Agent.fn` is built once per (game, settings) and cached, so jitted callers
 (the arena) compile once per pair of agent kinds; network parameters travel as traced
@@ -27,7 +29,6 @@ from typing import Any
 import flax
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from azjax import health
 from azjax.search import Evaluator, SearchConfig, run_search
@@ -38,8 +39,8 @@ Params = Any
 MoveFn = Callable[[Params, State, Array], Array]
 
 SPEC_HELP = (
-    "random, greedy, alphabeta:DEPTH, mcts:SIMS, policy:WORKDIR[@STEP] or "
-    "search:WORKDIR[@STEP][:SIMS]"
+    "random, greedy, alphabeta:DEPTH, mcts:SIMS, policy:WORKDIR[@STEP], "
+    "search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS] or policy-zoo:NAME"
 )
 ANALYSIS_SIMULATIONS = 200  # pure-MCTS simulations behind `analyse` for baseline specs
 WIN = 1e6  # value of a won terminal position; heuristic evaluations stay far below it
@@ -72,109 +73,9 @@ def _random_best(key: Array, values: Array, legal: Array) -> Array:
 # ----------------------------------------------------------------------------- evaluation
 
 
-def _planes(game: Game, state: State, player: Array) -> tuple[Array, Array]:
-    """(own, opponent) 0/1 planes of `player` from a game whose observation is [own, theirs]."""
-    obs = game.observe(state)
-    same = state.current_player == player
-    return jnp.where(same, obs[..., 0], obs[..., 1]), jnp.where(same, obs[..., 1], obs[..., 0])
-
-
-@functools.cache
-def _connect4_windows(rows: int, cols: int) -> np.ndarray:
-    """Flat cell indices [N, 4] of every line of four on a rows x cols grid."""
-    windows = []
-    for r in range(rows):
-        for c in range(cols):
-            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-                cells = [(r + k * dr, c + k * dc) for k in range(4)]
-                if all(0 <= rr < rows and 0 <= cc < cols for rr, cc in cells):
-                    windows.append([rr * cols + cc for rr, cc in cells])
-    return np.array(windows, np.int32)
-
-
-def _connect4_score(game: Game, state: State, player: Array) -> Array:
-    """Open lines: +1 per line holding two of `player`'s discs and no opponent disc, +4 per
-    such line with three; the same subtracted for the opponent; +1 per disc in the centre."""
-    own, opp = _planes(game, state, player)
-    rows, cols = own.shape
-    windows = jnp.asarray(_connect4_windows(rows, cols))
-    n_own = own.reshape(-1)[windows].sum(-1)
-    n_opp = opp.reshape(-1)[windows].sum(-1)
-    weight = jnp.array([0.0, 0.0, 1.0, 4.0, 0.0])
-    lines = jnp.where(n_opp == 0, weight[n_own.astype(jnp.int32)], 0.0).sum()
-    lines -= jnp.where(n_own == 0, weight[n_opp.astype(jnp.int32)], 0.0).sum()
-    centre = own[:, cols // 2].sum() - opp[:, cols // 2].sum()
-    return lines + centre
-
-
-@functools.cache
-def _othello_weights(size: int) -> np.ndarray:
-    """Cell weights: corners 10, the squares diagonally next to a corner -5 (they give the
-    corner away), the edge squares next to a corner -2, other edge squares 2, inner squares 1."""
-    w = np.ones((size, size), np.float32)
-    w[[0, -1], :] = w[:, [0, -1]] = 2.0
-    for r in (0, size - 1):
-        for c in (0, size - 1):
-            dr, dc = (1 if r == 0 else -1), (1 if c == 0 else -1)
-            w[r, c] = 10.0
-            w[r + dr, c + dc] = -5.0
-            w[r, c + dc] = w[r + dr, c] = -2.0
-    return w
-
-
-def _othello_score(game: Game, state: State, player: Array) -> Array:
-    """Weighted disc difference (`_othello_weights`: corners high, squares giving them away low)."""
-    own, opp = _planes(game, state, player)
-    return ((own - opp) * jnp.asarray(_othello_weights(own.shape[0]))).sum()
-
-
-@functools.cache
-def _box_sides(rows: int, cols: int) -> np.ndarray:
-    """The four line actions (top, bottom, left, right) of every box, [rows * cols, 4]."""
-    horizontal = (rows + 1) * cols
-    sides = []
-    for r in range(rows):
-        for c in range(cols):
-            left = horizontal + r * (cols + 1) + c
-            sides.append([r * cols + c, (r + 1) * cols + c, left, left + 1])
-    return np.array(sides, np.int32)
-
-
-def _dots_and_boxes_score(game: Game, state: State, player: Array) -> Array:
-    """Box difference; each open box with three sides drawn counts for the player to move
-    (who can take it), so a move that hands the opponent a box scores lower."""
-    scores = state.scores.astype(jnp.float32)
-    margin = scores[player] - scores[1 - player]
-    sides = state.lines[jnp.asarray(_box_sides(game.rows, game.cols))].sum(-1)
-    takeable = (sides == 3).sum()
-    return margin + jnp.where(state.current_player == player, takeable, -takeable)
-
-
-def _chain_reaction_score(game: Game, state: State, player: Array) -> Array:
-    """Orb difference."""
-    orbs = state.board.astype(jnp.float32)  # signed: player 0 positive
-    return jnp.where(player == 0, 1.0, -1.0) * orbs.sum()
-
-
-_SCORES: dict[str, Callable[[Game, State, Array], Array]] = {
-    "connect4": _connect4_score,
-    "othello": _othello_score,
-    "dots_and_boxes": _dots_and_boxes_score,
-    "chain_reaction": _chain_reaction_score,
-}
-
-
 def heuristic(game: Game, state: State, player: Array) -> Array:
-    """A simple evaluation of a live position for `player` (float32, |value| well below WIN).
-
-    Tic-Tac-Toe: 0 (its full tree is small enough to search exactly); Connect4: open lines;
-    Othello: discs weighted by square; Dots and Boxes: boxes, counting boxes open to capture;
-    Chain Reaction: orbs.
-    """
-    score = _SCORES.get(game.name)
-    return (
-        jnp.float32(0.0) if score is None else jnp.asarray(score(game, state, player), jnp.float32)
-    )
+    """`game.heuristic` as float32: a simple evaluation of a live position for `player`."""
+    return jnp.asarray(game.heuristic(state, player), jnp.float32)
 
 
 def terminal_value(state: State, player: Array) -> Array:
@@ -214,15 +115,6 @@ def _greedy_fn(game: Game) -> MoveFn:
     return fn
 
 
-def _move_order(game: Game) -> np.ndarray:
-    """Static child order for alpha-beta below the root: Connect4 centre columns first."""
-    order = np.arange(game.num_actions, dtype=np.int32)
-    if game.name == "connect4":
-        centre = (game.num_actions - 1) / 2
-        order = np.argsort(np.abs(order - centre), kind="stable").astype(np.int32)
-    return order
-
-
 @functools.cache
 def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
     """Negamax with alpha-beta pruning to `depth` plies, as an explicit-stack loop.
@@ -241,7 +133,7 @@ def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
     search is exact.
     """
     num_actions = game.num_actions
-    order = jnp.asarray(_move_order(game))
+    order = jnp.asarray(game.move_order(), jnp.int32)
     positions = jnp.arange(num_actions)
 
     def fn(params: Params, state: State, key: Array) -> Array:
@@ -445,10 +337,11 @@ def search_agent(
 class Spec:
     """A parsed agent spec."""
 
-    kind: str  # random | greedy | alphabeta | mcts | policy | search
+    kind: str  # random | greedy | alphabeta | mcts | policy | search | zoo | policy-zoo
     number: int | None = None  # depth, or simulations
     workdir: str | None = None
     step: int | None = None
+    model: str | None = None  # a zoo model's name
 
 
 _NUMBER_KINDS = {"alphabeta": "DEPTH", "mcts": "SIMS"}
@@ -488,6 +381,16 @@ def parse_spec(spec: str) -> Spec:
         if not rest:
             raise bad(f"{kind} needs a run directory (WORKDIR)")
         return Spec(kind, number=number, workdir=rest, step=step)
+    if kind in ("zoo", "policy-zoo"):
+        number = None
+        match = re.fullmatch(r"(.*):(\d+)", rest)
+        if kind == "zoo" and match:
+            rest, number = match.group(1), int(match.group(2))
+            if number < 1:
+                raise bad("zoo needs SIMS >= 1")
+        if not re.fullmatch(r"[\w.-]+", rest):
+            raise bad(f"{kind} needs a zoo model NAME (azjax-eval --zoo lists them), got {rest!r}")
+        return Spec(kind, number=number, model=rest)
     raise bad(f"unknown agent kind {kind!r}")
 
 
@@ -517,6 +420,33 @@ def load_network(game: Game, workdir: str, step: int | None = None):
     return config, network, params, step
 
 
+def load_zoo(game: Game, name: str):
+    """(config, network, params) of zoo model `name`, refusing one trained for another game."""
+    from azjax import zoo
+    from azjax.network import make_network
+
+    config, params, _ = zoo.load(name)
+    if config.game.make() is not game:
+        raise ValueError(
+            f"zoo model {name} was trained on {config.game.name} {config.game.kwargs}, "
+            f"not on the {game.name} game asked for"
+        )
+    return config, make_network(game, config.network), params
+
+
+def _trained(game: Game, parsed: Spec) -> tuple[Any, Any, Params, str]:
+    """(config, network, params, agent name) of a spec naming a checkpoint or a zoo model."""
+    if parsed.model is not None:
+        config, network, params = load_zoo(game, parsed.model)
+        name = f"{parsed.kind}:{parsed.model}"
+    else:
+        config, network, params, step = load_network(game, parsed.workdir, parsed.step)
+        name = f"{parsed.kind}:{parsed.workdir}@{step}"
+    if parsed.number is not None:
+        name += f":{parsed.number}"
+    return config, network, params, name
+
+
 def make(spec: str, game: Game) -> Agent:
     """The agent named by `spec` for `game` (see the module docstring for the spec forms)."""
     parsed = parse_spec(spec)
@@ -528,12 +458,9 @@ def make(spec: str, game: Game) -> Agent:
         return alphabeta_agent(game, parsed.number)
     if parsed.kind == "mcts":
         return mcts_agent(game, parsed.number)
-    config, network, params, step = load_network(game, parsed.workdir, parsed.step)
-    name = f"{parsed.kind}:{parsed.workdir}@{step}"
-    if parsed.kind == "policy":
+    config, network, params, name = _trained(game, parsed)
+    if parsed.kind in ("policy", "policy-zoo"):
         return policy_agent(game, network, params, name)
-    if parsed.number is not None:
-        name += f":{parsed.number}"
     return search_agent(game, network, params, _playing_search(config, parsed.number), name)
 
 
@@ -547,13 +474,14 @@ def _playing_search(config, simulations: int | None):
 def analyse(game: Game, spec: str) -> Callable[[State, Array], tuple[Array, Array]]:
     """A jitted `fn(state, key) -> (policy float32[A], value float32)` for hints.
 
-    For `policy:`/`search:` specs, the network's search (the checkpoint's settings for play,
-    see `_playing_search`); for any other spec, pure MCTS with ANALYSIS_SIMULATIONS simulations.
-    The value is the searched value for the player to move.
+    For specs of a trained network (`policy:`, `search:`, `zoo:`, `policy-zoo:`), the network's
+    search (its run's settings for play, see `_playing_search`); for any other spec, pure MCTS
+    with ANALYSIS_SIMULATIONS simulations. The value is the searched value for the player to
+    move.
     """
     parsed = parse_spec(spec)
-    if parsed.kind in ("policy", "search"):
-        config, network, params, _ = load_network(game, parsed.workdir, parsed.step)
+    if parsed.workdir is not None or parsed.model is not None:
+        config, network, params, _ = _trained(game, parsed)
         search_config = _playing_search(config, parsed.number)
         evaluate = _network_evaluator(network)
     else:

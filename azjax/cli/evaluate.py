@@ -6,9 +6,11 @@
     azjax-eval --ladder runs/connect4 --games 40        # every checkpoint + the baselines
     azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
     azjax-eval --solver greedy --game dots_and_boxes    # the same on Dots and Boxes 3x3
+    azjax-eval --zoo                                    # the trained models shipped with azjax
 
 Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
-policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS]. Colours alternate game by game.
+policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS], policy-zoo:NAME.
+Colours alternate game by game.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3)",
     )
+    mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
     parser.add_argument("--game", help="game name (default: the checkpoint's game)")
     parser.add_argument("--size", metavar="K=V,...", help="game arguments, e.g. rows=5,cols=5")
@@ -119,6 +122,11 @@ def _game(args: argparse.Namespace, specs: list[str]):
                     raise UsageError(f"no checkpoint in {parsed.workdir}")
                 game = read_meta(parsed.workdir, steps[-1])["config"]["game"]
                 return games.make(game["name"], **game.get("kwargs", {}))
+            if parsed.model is not None:
+                from azjax import zoo
+
+                game = zoo.card(parsed.model)["game"]
+                return games.make(game["name"], **game["kwargs"])
         raise UsageError(f"--game is needed (one of {', '.join(games.names())})")
     return games.make(args.game, **parse_size(args.size))
 
@@ -306,7 +314,8 @@ def _solver(args: argparse.Namespace) -> dict:
     from azjax import agents, solver
 
     spec = _nonempty(args.solver, "--solver")
-    if args.game is None and agents.parse_spec(spec).workdir is None:
+    parsed = agents.parse_spec(spec)
+    if args.game is None and parsed.workdir is None and parsed.model is None:
         game = solver.DEFAULT_REFEREE.game
     else:
         game = _game(args, [spec])
@@ -316,6 +325,13 @@ def _solver(args: argparse.Namespace) -> dict:
     result = solver.accuracy(game, agent, jax.random.key(args.seed), positions)
     print(f"{agent.name} against perfect play ({game.name}):\n{result}")
     return {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
+
+
+def _zoo() -> dict:
+    from azjax import zoo
+
+    print(zoo.table())
+    return {"zoo": [zoo.card(name) for name in zoo.names()]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             data = _round_robin(args)
         elif args.ladder is not None:
             data = _ladder(args)
+        elif args.zoo:
+            data = _zoo()
         else:
             data = _solver(args)
     except (ValueError, FileNotFoundError) as err:  # bad specs, games, sizes, checkpoints

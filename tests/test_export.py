@@ -1,0 +1,227 @@
+"""Model files (azjax.export, `azjax-export`): round trips, bfloat16 storage, the card, refusals,
+strength figures, and ONNX through jax2onnx checked against JAX with onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import msgpack
+import numpy as np
+import pytest
+from helpers import write_tiny_run
+
+from azjax import checkpoint, export
+from azjax.cli.export import main
+from azjax.config import Config, GameConfig, config_to_dict
+from azjax.network import NetworkConfig, init_params, make_network
+
+METRICS = [
+    {"iteration": 1, "replay/added": 100, "elapsed_minutes": 0.5},
+    {"iteration": 2, "replay/added": 50, "elapsed_minutes": 1.25},
+    {"iteration": 2, "final": True, "elapsed_minutes": 1.5},  # the final evaluation
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny Tic-Tac-Toe run (checkpoints 1 and 2) with its metrics.jsonl."""
+    workdir = tmp_path_factory.mktemp("export") / "run"
+    write_tiny_run(workdir)
+    (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in METRICS))
+    return workdir
+
+
+def test_model_file_round_trip_and_card(run, tmp_path, capsys):
+    out = tmp_path / "ttt.azjax"
+    assert main([str(run), "--out", str(out), "--device", "2 CPU cores"]) == 0
+    assert "iteration 2" in capsys.readouterr().out
+    config, params, card = export.load_model(out)
+    want_config, want_params = checkpoint.load_for_inference(str(run), 2)
+    assert config_to_dict(config) == config_to_dict(want_config)
+    jax.tree.map(np.testing.assert_array_equal, params, want_params)
+    assert card == {
+        "name": "ttt",
+        "game": {"name": "tictactoe", "kwargs": {}},
+        "network": {"blocks": 0, "channels": 4, "head_channels": 8, "dtype": "float32"},
+        "parameters": sum(x.size for x in jax.tree.leaves(params)),
+        "search": {"algorithm": "gumbel", "simulations": 4},
+        "iteration": 2,
+        "positions_seen": 150,
+        "wall_clock_minutes": 1.25,
+        "command": None,
+        "device": "2 CPU cores",
+        "azjax_version": card["azjax_version"],
+        "storage_dtype": "float32",
+        "strength": {},
+    }
+    assert json.loads(export.card_path(out).read_text()) == card  # NAME.card.json
+    assert export.card_path(out).name == "ttt.card.json"
+
+    assert main([str(run), "--step", "1", "--out", str(tmp_path / "one.azjax")]) == 0
+    _, params_1, card_1 = export.load_model(tmp_path / "one.azjax")
+    assert card_1["iteration"] == 1 and card_1["positions_seen"] == 100
+    jax.tree.map(np.testing.assert_array_equal, params_1, checkpoint.load_for_inference(run, 1)[1])
+
+
+def test_bfloat16_storage_loads_back_as_float32(run, tmp_path):
+    full, half = tmp_path / "full.azjax", tmp_path / "half.azjax"
+    assert main([str(run), "--out", str(full)]) == 0
+    assert main([str(run), "--out", str(half), "--dtype", "bfloat16"]) == 0
+    assert half.stat().st_size < 0.7 * full.stat().st_size
+    _, want, _ = export.load_model(full)
+    _, params, card = export.load_model(half)
+    assert card["storage_dtype"] == "bfloat16"
+    for got, exact in zip(jax.tree.leaves(params), jax.tree.leaves(want), strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, exact, rtol=2**-8, atol=0)
+
+
+def _rewrite(path, **entries):
+    data = msgpack.unpackb(path.read_bytes())
+    path.write_bytes(msgpack.packb({**data, **entries}))
+
+
+def test_unreadable_model_files_are_named(run, tmp_path):
+    good = tmp_path / "good.azjax"
+    export.export_run(run, good)
+    cases = {
+        "missing.azjax": (None, "cannot read model"),
+        "text.azjax": (b"hello", "not an azjax model file"),
+        "other.azjax": (msgpack.packb({"format": "something"}), "expected format 'azjax-model'"),
+    }
+    for name, (data, message) in cases.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        with pytest.raises(export.ModelError, match=message):
+            export.load_model(tmp_path / name)
+    future = tmp_path / "future.azjax"
+    future.write_bytes(good.read_bytes())
+    _rewrite(future, version=2)
+    with pytest.raises(export.ModelError, match="format version 2; this azjax reads 1"):
+        export.load_model(future)
+    wider = tmp_path / "wider.azjax"
+    wider.write_bytes(good.read_bytes())
+    config = json.loads(msgpack.unpackb(good.read_bytes())["config"])
+    config["network"]["channels"] = 8
+    _rewrite(wider, config=json.dumps(config))
+    with pytest.raises(export.ModelError, match=r"parameter .* has shape .* config needs"):
+        export.load_model(wider)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["RUN"], "--out is needed"),
+        (["RUN", "--out", "model.bin"], "expected a name ending in .azjax"),
+        (["RUN", "--step", "7", "--out", "m.azjax"], "no checkpoint 7"),
+        (["EMPTY", "--out", "m.azjax"], "no checkpoint in"),
+        (["RUN", "--out", "nowhere/m.azjax"], "there is no folder"),
+        (["RUN", "--out", "m.azjax", "--strength", "x.json"], "--strength needs --card-only"),
+        (["MODEL", "--out", "again.azjax"], "is already a model file"),
+        (["MODEL", "--format", "onnx", "--step", "1", "--out", "m.onnx"], "--step is for a run"),
+    ],
+)
+def test_command_line_refusals(run, tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "EMPTY").mkdir()
+    export.export_run(run, tmp_path / "m0.azjax")
+    names = {"RUN": str(run), "MODEL": "m0.azjax"}
+    assert main([names.get(a, a) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("azjax-export: ") and message in err, err
+
+
+def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
+    model = tmp_path / "ttt.azjax"
+    export.export_run(run, model)
+    match = {
+        "game": "tictactoe",
+        "match": {
+            **{"a": "zoo:ttt", "b": "alphabeta:9", "games": 40, "wins": 0, "draws": 30},
+            **{"losses": 10, "score": 0.375, "ci95": 0.1, "elo_difference": -88.7},
+        },
+    }
+    solver = {
+        "game": "tictactoe",
+        "agent": "zoo:ttt",
+        "accuracy": {"positions": 300, "best_move": 0.9, "keeps_result": 0.95, "by_phase": {}},
+    }
+    for name, data in (("match", match), ("solver", solver)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    args = ["--card-only", str(model), "--strength", str(tmp_path / "match.json")]
+    assert main([*args, "--strength", str(tmp_path / "solver.json")]) == 0
+    assert "vs alphabeta:9 38% of 40, solver best move 90%" in capsys.readouterr().out
+    card = export.read_card(model)
+    assert card["strength"] == {
+        "vs alphabeta:9": {
+            **{"agent": "zoo:ttt", "games": 40, "wins": 0, "draws": 30, "losses": 10},
+            **{"score": 0.375, "ci95": 0.1},
+        },
+        "solver": {"agent": "zoo:ttt", "positions": 300, "best_move": 0.9, "keeps_result": 0.95},
+    }
+    assert json.loads(export.card_path(model).read_text()) == card
+    export.load_model(model)  # the parameters are untouched
+
+    export.card_path(model).unlink()  # --card-only alone writes the card beside the model again
+    assert main(["--card-only", str(model)]) == 0
+    assert json.loads(export.card_path(model).read_text()) == card
+
+    with pytest.raises(export.ModelError, match="figures are for 'connect4'"):
+        export.record_strength(model, {**match, "game": "connect4"})
+    with pytest.raises(export.ModelError, match="expected an azjax-eval --json result"):
+        export.record_strength(model, {"game": "tictactoe", "elo": {}})
+
+
+def _onnx_available() -> None:
+    missing = [m for m in ("jax2onnx", "onnxruntime") if not _importable(m)]
+    if missing:
+        reason = f"{', '.join(missing)} not installed (make test installs them)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def test_onnx_outputs_match_jax(run, tmp_path, capsys):
+    _onnx_available()
+    import onnx
+
+    # A residual block, bfloat16 compute in JAX: the ONNX graph computes in float32.
+    config = Config(
+        game=GameConfig("tictactoe"), network=NetworkConfig(blocks=1, channels=4, dtype="bfloat16")
+    )
+    game = config.game.make()
+    params = init_params(make_network(game, config.network), game, jax.random.key(3))
+    out = tmp_path / "net.onnx"
+    export.export_onnx(config, params, out, card={"name": "net"})
+    difference = export.check_onnx(out, config, params, positions=32)
+    with capsys.disabled():
+        print(f"\nONNX vs JAX (1x4 net, symbolic batch): max abs difference {difference:.2e}")
+    assert difference < 1e-5
+    model = onnx.load(out)
+    assert [i.name for i in model.graph.input] == ["obs"]
+    assert [o.name for o in model.graph.output] == ["logits", "value"]
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "B"
+    metadata = {p.key: p.value for p in model.metadata_props}
+    assert json.loads(metadata["azjax_card"]) == {"name": "net"}
+    assert json.loads(metadata["azjax_config"])["network"]["blocks"] == 1
+
+    # From a model file, through the command line, with a fixed batch.
+    model_file = tmp_path / "ttt.azjax"
+    export.export_run(run, model_file)
+    capsys.readouterr()
+    fixed = tmp_path / "fixed.onnx"
+    assert main([str(model_file), "--format", "onnx", "--batch", "3", "--out", str(fixed)]) == 0
+    assert "onnxruntime matches JAX" in capsys.readouterr().out
+    assert onnx.load(fixed).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
+    config, params, _ = export.load_model(model_file)
+    assert export.check_onnx(fixed, config, params) < 1e-5
