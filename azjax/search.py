@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from games.core import Game, State
+from games.core import Game, State, discount
 
 Array = jax.Array
 Params = Any
@@ -100,11 +100,9 @@ def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
         batch = jnp.arange(action.shape[0])
         reward = children.rewards[batch, states.current_player]
         logits, value = evaluate(params, children, key)
-        same_mover = children.current_player == states.current_player
-        discount = jnp.where(children.terminated, 0.0, jnp.where(same_mover, 1.0, -1.0))
         out = mctx.RecurrentFnOutput(
             reward=reward.astype(jnp.float32),
-            discount=discount.astype(jnp.float32),
+            discount=jax.vmap(discount)(states, children),
             prior_logits=mask_logits(logits, children.legal_action_mask),
             value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
         )

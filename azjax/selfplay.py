@@ -39,7 +39,7 @@ from flax import struct
 from azjax import targets
 from azjax.search import Evaluator, SearchConfig, run_search
 from azjax.types import Examples, Trajectory
-from games.core import Game, State, tree_where
+from games.core import Game, State, discount, tree_where
 
 Array = jax.Array
 
@@ -147,7 +147,7 @@ def make_rollout(
             policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
             reward=nxt.rewards[mover],
-            discount=jnp.where(ended, 0.0, jnp.where(nxt.current_player == mover, 1.0, -1.0)),
+            discount=discount(state, nxt),
             terminated=ended,
             player=mover,
             root_value=out.root_value[0],

@@ -42,23 +42,30 @@ from __future__ import annotations
 import functools
 import re
 from types import ModuleType
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
+from games import core
+from games.core import Array, Game, Symmetry, grid_symmetries, mover_rewards, render_grid
+from games.svg import COUNT_COLOUR, INK, Picture, Shape, margin
 
 MIN_SIZE, MAX_SIZE = 2, 12
 
 
+# Orb centres (as fractions of a cell, about its centre) for 1, 2 and 3 orbs.
+_ORB_LAYOUT = {
+    1: ((0.0, 0.0),),
+    2: ((-0.14, 0.0), (0.14, 0.0)),
+    3: ((-0.14, 0.1), (0.14, 0.1), (0.0, -0.14)),
+}
+
+
 @struct.dataclass
-class State:
-    current_player: Array  # int32
-    legal_action_mask: Array  # bool[rows * cols]
-    terminated: Array  # bool
-    rewards: Array  # float32[2]
+class State(core.State):
     board: Array  # int8[rows, cols]: signed orb counts, player 0 positive, player 1 negative
 
 
@@ -155,6 +162,14 @@ def _resolve_batched(
 
 class ChainReaction(Game):
     name = "chain_reaction"
+    sizes: ClassVar[dict[str, tuple[int, int]]] = {
+        "rows": (MIN_SIZE, MAX_SIZE),
+        "cols": (MIN_SIZE, MAX_SIZE),
+    }
+    has_score = True
+    players = ("Red", "Green")
+    colours = ("#e63946", "#2a9d8f")
+    marks = ("x", "o")
 
     def __init__(self, rows: int = 5, cols: int = 5) -> None:
         for label, value in (("rows", rows), ("cols", cols)):
@@ -193,12 +208,11 @@ class ChainReaction(Game):
         placed = jnp.arange(self.num_actions, dtype=jnp.int32).reshape(self.rows, self.cols)
         board = self._resolve(board + (placed == action).astype(jnp.int8))
         won = opponent_placed & ~jnp.any(board < 0)
-        rewards = jnp.where(jnp.arange(2) == state.current_player, 1.0, -1.0) * won
         return State(
             current_player=1 - state.current_player,
             legal_action_mask=(board <= 0).reshape(-1) & ~won,
             terminated=won,
-            rewards=rewards.astype(jnp.float32),
+            rewards=mover_rewards(state.current_player, jnp.where(won, 1.0, 0.0)),
             board=board * sign,
         )
 
@@ -231,10 +245,22 @@ class ChainReaction(Game):
         ]
         return jnp.stack(planes, axis=-1).astype(jnp.float32)
 
+    def heuristic(self, state: State, player: Array) -> Array:
+        """Orb difference."""
+        return jnp.where(player == 0, 1.0, -1.0) * self.score(state)
+
+    def score(self, state: State) -> Array:
+        """Player 0's orbs minus player 1's."""
+        return state.board.astype(jnp.float32).sum()
+
     # -- for people and tests (host side) ----------------------------------------------
 
-    def board(self, state: State) -> np.ndarray:
-        return np.asarray(state.board, np.int32).reshape(self.rows, self.cols)
+    def board(self, state: State) -> Array:
+        return state.board.astype(jnp.int32).reshape(self.rows, self.cols)
+
+    def counts(self, board: np.ndarray) -> tuple[int, int]:
+        """Orbs: player 0's, player 1's."""
+        return int(board[board > 0].sum()), int(-board[board < 0].sum())
 
     def render(self, state: State) -> str:
         return render_grid(
@@ -250,7 +276,7 @@ class ChainReaction(Game):
         text = self.format_action(action) if 0 <= action < self.num_actions else str(action)
         self._check_legal(state, action, text)
         sign = 1 - 2 * int(state.current_player)
-        board = self.board(state) * sign
+        board = np.asarray(self.board(state)) * sign
         board.reshape(-1)[action] += 1
         mass = self.mass.astype(np.int32)
         levels = [board * sign]
@@ -284,3 +310,41 @@ class ChainReaction(Game):
             f"Moves are `row,col`, 1-based from the top left: rows 1-{self.rows}, "
             f"columns 1-{self.cols} (e.g. `1,{self.cols}` is the top-right cell)."
         )
+
+    def draw(
+        self, board: np.ndarray, legal: np.ndarray, last_action: int | None, cell: float
+    ) -> Picture:
+        rows, cols = self.rows, self.cols
+        m = margin(cell)
+        p0, p1 = self.colours
+        shapes = [Shape("rect", (m, m, cols * cell, rows * cell), "#1b1b2f")]
+        for c in range(cols):
+            shapes.append(
+                Shape("text", (m + (c + 0.5) * cell, m / 2, m * 0.5), INK, text=str(c + 1))
+            )
+        for r in range(rows):
+            shapes.append(
+                Shape("text", (m / 2, m + (r + 0.5) * cell, m * 0.5), INK, text=str(r + 1))
+            )
+        for r in range(rows):
+            for c in range(cols):
+                a = r * cols + c
+                x, y = m + c * cell, m + r * cell
+                cx, cy = x + cell / 2, y + cell / 2
+                last = a == last_action
+                edge = "#f1c40f" if last else "#3d3d5c"
+                shapes.append(Shape("rect", (x, y, cell, cell), None, edge, 3 if last else 1.5))
+                v = int(board[r, c])
+                colour = p0 if v > 0 else p1
+                count = abs(v)
+                if count and count >= self.mass[r, c]:  # an exploding cell (animation frames)
+                    shapes.append(Shape("circle", (cx, cy, cell * 0.42), "#f1c40f"))
+                for dx, dy in _ORB_LAYOUT.get(min(count, 3), ()):
+                    orb = (cx + dx * cell, cy + dy * cell, cell * 0.14)
+                    shapes.append(Shape("circle", orb, colour, "#0d0d0d", 1))
+                if count > 3:
+                    at = (cx, cy + cell * 0.33, cell * 0.2)
+                    shapes.append(Shape("text", at, COUNT_COLOUR, text=str(count)))
+                if legal[a]:
+                    shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=a))
+        return Picture(cols * cell + 2 * m, rows * cell + 2 * m, "#ffffff", tuple(shapes))

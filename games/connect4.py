@@ -17,7 +17,17 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
+from games import core
+from games.core import (
+    Array,
+    Game,
+    Symmetry,
+    grid_symmetries,
+    mover_rewards,
+    player_planes,
+    render_grid,
+)
+from games.svg import INK, WIN_COLOUR, Picture, Shape, margin, runs
 
 ROWS, COLS = 6, 7
 _STRIDE = ROWS + 1  # bits per column: six cells and a guard bit
@@ -34,12 +44,23 @@ _CELL_WORD = np.broadcast_to(_COL_WORD, (ROWS, COLS))
 _CELL_BIT = _COL_BOTTOM[None, :] + (ROWS - 1 - np.arange(ROWS))[:, None]
 
 
+def _windows(rows: int, cols: int) -> np.ndarray:
+    """Flat cell indices [N, 4] of every line of four on a rows x cols grid."""
+    windows = []
+    for r in range(rows):
+        for c in range(cols):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                cells = [(r + k * dr, c + k * dc) for k in range(4)]
+                if all(0 <= rr < rows and 0 <= cc < cols for rr, cc in cells):
+                    windows.append([rr * cols + cc for rr, cc in cells])
+    return np.array(windows, np.int32)
+
+
+_WINDOWS = _windows(ROWS, COLS)
+
+
 @struct.dataclass
-class State:
-    current_player: Array  # int32
-    legal_action_mask: Array  # bool[7]
-    terminated: Array  # bool
-    rewards: Array  # float32[2]
+class State(core.State):
     # Bitboards as separate uint32 words (lo: columns 0-3, hi: columns 4-6); scalar
     # fields keep every batched word contiguous in memory.
     mine_lo: Array  # discs of the player to move
@@ -74,6 +95,8 @@ def _bits(lo: Array, hi: Array, word: np.ndarray, bit: np.ndarray) -> Array:
 
 class Connect4(Game):
     name = "connect4"
+    players = ("Red", "Yellow")
+    colours = ("#d1495b", "#f2c14e")
 
     def __init__(self) -> None:
         self.num_actions = COLS
@@ -104,13 +127,11 @@ class Connect4(Game):
         won = _has_four(mine_lo, mine_hi)
         legal = _bits(occupied_lo, occupied_hi, _COL_WORD, _COL_TOP) == 0
         terminated = won | ~legal.any()
-        mover_reward = jnp.where(won, 1.0, 0.0)
-        rewards = jnp.where(jnp.arange(2) == state.current_player, mover_reward, -mover_reward)
         return State(
             current_player=1 - state.current_player,
             legal_action_mask=legal & ~terminated,
             terminated=terminated,
-            rewards=rewards.astype(jnp.float32),
+            rewards=mover_rewards(state.current_player, jnp.where(won, 1.0, 0.0)),
             mine_lo=occupied_lo ^ mine_lo,  # the next mover's discs
             mine_hi=occupied_hi ^ mine_hi,
             occupied_lo=occupied_lo,
@@ -122,11 +143,29 @@ class Connect4(Game):
         occupied = _bits(state.occupied_lo, state.occupied_hi, _CELL_WORD, _CELL_BIT)
         return jnp.stack([mine, occupied ^ mine], axis=-1).astype(jnp.float32)
 
+    def heuristic(self, state: State, player: Array) -> Array:
+        """Open lines: +1 per line holding two of `player`'s discs and no opponent disc, +4 per
+        such line with three; the same subtracted for the opponent; +1 per disc in the centre."""
+        own, opp = player_planes(self.observe(state), state, player)
+        windows = jnp.asarray(_WINDOWS)
+        n_own = own.reshape(-1)[windows].sum(-1)
+        n_opp = opp.reshape(-1)[windows].sum(-1)
+        weight = jnp.array([0.0, 0.0, 1.0, 4.0, 0.0])
+        lines = jnp.where(n_opp == 0, weight[n_own.astype(jnp.int32)], 0.0).sum()
+        lines -= jnp.where(n_own == 0, weight[n_opp.astype(jnp.int32)], 0.0).sum()
+        centre = own[:, COLS // 2].sum() - opp[:, COLS // 2].sum()
+        return (lines + centre).astype(jnp.float32)
+
+    def move_order(self) -> np.ndarray:
+        """Centre columns first."""
+        order = np.arange(COLS)
+        return np.argsort(np.abs(order - (COLS - 1) / 2), kind="stable").astype(np.int32)
+
     def board(self, state: State) -> Array:
-        mine = np.asarray(_bits(state.mine_lo, state.mine_hi, _CELL_WORD, _CELL_BIT), np.int32)
+        mine = _bits(state.mine_lo, state.mine_hi, _CELL_WORD, _CELL_BIT).astype(jnp.int32)
         occupied = _bits(state.occupied_lo, state.occupied_hi, _CELL_WORD, _CELL_BIT)
-        theirs = np.asarray(occupied, np.int32) - mine
-        sign = 1 if int(state.current_player) == 0 else -1
+        theirs = occupied.astype(jnp.int32) - mine
+        sign = jnp.where(state.current_player == 0, 1, -1)
         return sign * (mine - theirs)
 
     def render(self, state: State) -> str:
@@ -148,3 +187,36 @@ class Connect4(Game):
 
     def notation_help(self) -> str:
         return f"Columns are numbered 1-{COLS} from the left."
+
+    def draw(
+        self, board: np.ndarray, legal: np.ndarray, last_action: int | None, cell: float
+    ) -> Picture:
+        rows, cols = board.shape
+        m = margin(cell)
+        red, yellow = self.colours
+        shapes = [Shape("rect", (m / 2, m / 2, cols * cell, rows * cell), "#1d4e89")]
+        last_row = None
+        if last_action is not None:  # the top disc of the last column played
+            filled = np.flatnonzero(board[:, last_action] != 0)
+            last_row = int(filled[0]) if filled.size else None
+        for r in range(rows):
+            for c in range(cols):
+                cx, cy = m / 2 + (c + 0.5) * cell, m / 2 + (r + 0.5) * cell
+                v = int(board[r, c])
+                fill = red if v > 0 else yellow if v < 0 else "#f7f7f2"
+                shapes.append(Shape("circle", (cx, cy, cell * 0.4), fill, "#153a66", 2))
+                if last_action == c and last_row == r:
+                    shapes.append(Shape("circle", (cx, cy, cell * 0.1), "#ffffff"))
+        for (r1, c1), (r2, c2) in runs(board, 4):  # the winning four
+            x1, y1 = m / 2 + (c1 + 0.5) * cell, m / 2 + (r1 + 0.5) * cell
+            x2, y2 = m / 2 + (c2 + 0.5) * cell, m / 2 + (r2 + 0.5) * cell
+            shapes.append(Shape("line", (x1, y1, x2, y2), None, WIN_COLOUR, 8))
+        for c in range(cols):
+            x = m / 2 + (c + 0.5) * cell
+            shapes.append(
+                Shape("text", (x, m / 2 + rows * cell + m / 2, m * 0.6), INK, text=str(c + 1))
+            )
+            if legal[c]:
+                column = (m / 2 + c * cell, m / 2, cell, rows * cell)
+                shapes.append(Shape("rect", column, "transparent", action=c))
+        return Picture(cols * cell + m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))

@@ -6,9 +6,10 @@ A game is an immutable object whose methods are pure functions over a small Stat
     state = game.step(state, action)     # int32 action; jit- and vmap-able
     obs = game.observe(state)            # float32 [H, W, C] from the mover's point of view
 
-Every State carries at least `current_player` (int32, 0 or 1), `legal_action_mask`
-(bool[num_actions], all False once terminated), `terminated` (bool) and `rewards`
-(float32[2], each player's reward for the transition into this state).
+Every game's State subclasses `State` here, which declares the fields all of them carry:
+`current_player` (int32, 0 or 1), `legal_action_mask` (bool[num_actions], all False once
+terminated), `terminated` (bool) and `rewards` (float32[2], each player's reward for the
+transition into this state).
 
 `Game.step` implements the rules every game shares: stepping a terminated state returns it
 unchanged with zero rewards, and an illegal (or out-of-range) action makes the mover lose.
@@ -22,14 +23,46 @@ import abc
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
+
+if TYPE_CHECKING:
+    from games.svg import Picture
 
 Array = jax.Array
-State = Any  # a flax.struct dataclass with the fields listed in the module docstring
+
+
+@struct.dataclass
+class State:
+    """The fields every game's State has; a game's State subclasses this and adds its board."""
+
+    current_player: Array  # int32, 0 or 1
+    legal_action_mask: Array  # bool[num_actions], all False once terminated
+    terminated: Array  # bool
+    rewards: Array  # float32[2]: each player's reward for the transition into this state
+
+
+def mover_rewards(mover: Array, reward: Array) -> Array:
+    """float32[2]: `reward` for `mover` and its negation for the other player."""
+    return jnp.where(jnp.arange(2) == mover, reward, -reward).astype(jnp.float32)
+
+
+def discount(state: State, child: State) -> Array:
+    """float32 discount of the edge `state` -> `child`: 0 into a final state, +1 when the same
+    player moves again, -1 when the player to move changes."""
+    same = child.current_player == state.current_player
+    return jnp.where(child.terminated, 0.0, jnp.where(same, 1.0, -1.0)).astype(jnp.float32)
+
+
+def player_planes(obs: Array, state: State, player: Array) -> tuple[Array, Array]:
+    """(own, opponent) planes of `player` from an observation whose planes 0 and 1 are the
+    mover's and the opponent's pieces."""
+    same = state.current_player == player
+    return jnp.where(same, obs[..., 0], obs[..., 1]), jnp.where(same, obs[..., 1], obs[..., 0])
 
 
 class IllegalMoveError(ValueError):
@@ -211,7 +244,11 @@ class Game(abc.ABC):
     Subclasses set `name`, `num_actions`, `observation_shape`, `max_game_length` in `__init__`
     and implement
     `init`, `_apply`, `observe`, `board`, `render`, `symmetries`, `_parse` and `format_action`.
-    A subclass's `init` and `observe` are wrapped in `eager_jit`, as `step` is here.
+    A subclass's `init`, `observe` and `board` are wrapped in `eager_jit`, as `step` is here.
+
+    Everything else particular to a game has a default here, so a new game needs none of it:
+    `heuristic` (0), `score` (with `has_score`), `players`, `colours`, `marks`, `move_order`
+    (natural order), `sizes` ({}) and the picture `draw` (a grid of `board`).
     """
 
     name: ClassVar[str]
@@ -219,9 +256,16 @@ class Game(abc.ABC):
     observation_shape: tuple[int, int, int]
     max_game_length: int  # proven upper bound on the moves of one game
 
+    # Size keywords of the constructor -> (min, max); the constructor's defaults are the defaults.
+    sizes: ClassVar[dict[str, tuple[int, int]]] = {}
+    has_score: ClassVar[bool] = False  # whether `score` is defined
+    players: tuple[str, str] = ("Player 1", "Player 2")  # names shown to people
+    colours: tuple[str, str] = ("#d1495b", "#2e86ab")  # CSS colours of the players' pieces
+    marks: tuple[str, str] = ("X", "O")  # the players' marks in `render`
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name in ("init", "observe"):
+        for name in ("init", "observe", "board"):
             if name in vars(cls):
                 setattr(cls, name, eager_jit(vars(cls)[name]))
 
@@ -288,6 +332,21 @@ class Game(abc.ABC):
 
     # -- for people and tests (host side) ----------------------------------------------
 
+    def heuristic(self, state: State, player: Array) -> Array:
+        """float32 static evaluation of a live state from `player`'s view (larger is better,
+        far below `azjax.agents.WIN`); the `greedy` and `alphabeta` baselines' leaf value."""
+        del state, player
+        return jnp.float32(0.0)
+
+    def score(self, state: State) -> Array:
+        """float32 final score margin from player 0's view (discs, boxes, orbs), an auxiliary
+        training target; defined where `has_score` is True."""
+        raise NotImplementedError(f"{self.name} has no score (has_score is False)")
+
+    def move_order(self) -> np.ndarray:
+        """int32[num_actions]: the order in which alpha-beta tries moves below its root."""
+        return np.arange(self.num_actions, dtype=np.int32)
+
     @abc.abstractmethod
     def board(self, state: State) -> Array:
         """The board as a signed integer array: player 0 positive, player 1 negative."""
@@ -312,6 +371,30 @@ class Game(abc.ABC):
     def notation_help(self) -> str:
         """One line describing the move notation (shown with errors)."""
         return ""
+
+    def counts(self, board: np.ndarray) -> tuple[int, int] | None:
+        """What each player has on a `board` where people count it (discs, boxes, orbs), or
+        None where nothing is counted."""
+        del board
+        return None
+
+    def draw(
+        self, board: np.ndarray, legal: np.ndarray, last_action: int | None, cell: float
+    ) -> Picture:
+        """The picture of a signed `board` with clickable `legal` moves and `last_action`
+        marked (see games/svg.py). By default: a grid of the board's cells, each holding a
+        disc of its owner's colour (its count inside when above 1); cell i is action i when
+        the board has a cell per action (or per action but a last one, like a pass)."""
+        from games import svg
+
+        return svg.grid_picture(board, legal, last_action, cell, self.colours)
+
+    def svg(self, state: State | None = None, **options: Any) -> str:
+        """The position as an SVG document; options as `games.svg.to_svg` (board,
+        last_action, cell, clickable)."""
+        from games import svg
+
+        return svg.to_svg(self, state, **options)
 
     def legal_actions(self, state: State) -> list[int]:
         """The legal actions of a state, as Python ints."""

@@ -14,12 +14,15 @@ The position lives on the (2 * rows + 1, 2 * cols + 1) lattice of dots, lines an
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from games import core
 from games.core import Array, Game, Symmetry, grid_symmetries
+from games.svg import INK, Picture, Shape, margin
 
 MAX_SIZE = 10
 _MOVE = re.compile(r"([hv])\s*(\d+)(?:\s*,\s*|\s+)(\d+)")
@@ -27,11 +30,7 @@ _MARKS = {1: "X", -1: "O", 0: " "}
 
 
 @struct.dataclass
-class State:
-    current_player: Array  # int32
-    legal_action_mask: Array  # bool[num_lines]
-    terminated: Array  # bool
-    rewards: Array  # float32[2]
+class State(core.State):
     lines: Array  # bool[num_lines]: drawn lines, indexed by action
     boxes: Array  # int8[rows * cols]: +1 player 0's box, -1 player 1's, 0 open (row-major)
     scores: Array  # int32[2]: boxes won by each player
@@ -41,6 +40,10 @@ class DotsAndBoxes(Game):
     """Dots and Boxes with `rows` x `cols` boxes, each between 1 and MAX_SIZE."""
 
     name = "dots_and_boxes"
+    sizes: ClassVar[dict[str, tuple[int, int]]] = {"rows": (1, MAX_SIZE), "cols": (1, MAX_SIZE)}
+    has_score = True
+    players = ("Red", "Blue")
+    colours = ("#d1495b", "#2e86ab")
 
     def __init__(self, rows: int = 3, cols: int = 3) -> None:
         for label, value in (("rows", rows), ("cols", cols)):
@@ -171,21 +174,38 @@ class DotsAndBoxes(Game):
         )
         return planes.reshape(self.observation_shape)
 
+    def heuristic(self, state: State, player: Array) -> Array:
+        """Box difference; each open box with three sides drawn counts for the player to move
+        (who can take it), so a move that hands the opponent a box scores lower."""
+        scores = state.scores.astype(jnp.float32)
+        margin = scores[player] - scores[1 - player]
+        takeable = (state.lines[jnp.asarray(self._box_lines)].sum(-1) == 3).sum()
+        return margin + jnp.where(state.current_player == player, takeable, -takeable)
+
+    def score(self, state: State) -> Array:
+        """Player 0's boxes minus player 1's."""
+        return (state.scores[0] - state.scores[1]).astype(jnp.float32)
+
     # -- for people and tests ------------------------------------------------------------
 
-    def board(self, state: State) -> np.ndarray:
+    def board(self, state: State) -> Array:
         """int32 [2 * rows + 1, 2 * cols + 1] lattice: 1 on each drawn line, +1 / -1 on boxes
         won by player 0 / player 1, 0 on dots, open lines and open boxes."""
-        lattice = np.zeros((self.height, self.width), np.int32)
-        lines = np.asarray(state.lines)
-        lattice[self._line_cell[lines, 0], self._line_cell[lines, 1]] = 1
-        lattice[1::2, 1::2] = np.asarray(state.boxes, np.int32).reshape(self.rows, self.cols)
-        return lattice
+        lattice = jnp.zeros((self.height, self.width), jnp.int32)
+        cells = jnp.asarray(self._line_cell)
+        lattice = lattice.at[cells[:, 0], cells[:, 1]].set(state.lines.astype(jnp.int32))
+        boxes = state.boxes.astype(jnp.int32).reshape(self.rows, self.cols)
+        return lattice.at[1::2, 1::2].set(boxes)
+
+    def counts(self, board: np.ndarray) -> tuple[int, int]:
+        """Boxes: player 0's, player 1's."""
+        boxes = board[1::2, 1::2]
+        return int((boxes > 0).sum()), int((boxes < 0).sum())
 
     def render(self, state: State) -> str:
         """Dots `+`, lines `---` / `|`, boxes marked X (player 0) or O (player 1); dots are
         labelled 1-based as in the notation; a last line gives the score and the mover."""
-        lattice = self.board(state)
+        lattice = np.asarray(self.board(state))
         labels = [str(c + 1).ljust(4) for c in range(self.cols + 1)]
         width = len(str(self.rows + 1))
         out = [" " * (width + 1) + "".join(labels).rstrip()]
@@ -243,3 +263,49 @@ class DotsAndBoxes(Game):
             "or 'v ROW COL' (the vertical line from dot ROW,COL to the dot below); dots are "
             "numbered from 1 at the top left."
         )
+
+    def draw(
+        self, board: np.ndarray, legal: np.ndarray, last_action: int | None, cell: float
+    ) -> Picture:
+        rows, cols = self.rows, self.cols
+        m = margin(cell)
+        tint = {1: "#f6d3d8", -1: "#cfe4ef"}
+        shapes: list[Shape] = []
+
+        def point(r: int, c: int) -> tuple[float, float]:
+            return m + c * cell, m + r * cell
+
+        for c in range(cols + 1):  # dots are numbered from 1, as in the notation
+            shapes.append(Shape("text", (m + c * cell, m * 0.4, m * 0.45), INK, text=str(c + 1)))
+        for r in range(rows + 1):
+            shapes.append(Shape("text", (m * 0.4, m + r * cell, m * 0.45), INK, text=str(r + 1)))
+        for r in range(rows):  # claimed boxes first, under the lines
+            for c in range(cols):
+                owner = int(np.sign(board[2 * r + 1, 2 * c + 1]))
+                if owner:
+                    x, y = point(r, c)
+                    shapes.append(Shape("rect", (x, y, cell, cell), tint[owner]))
+                    colour = self.colours[0 if owner > 0 else 1]
+                    centre = (x + cell / 2, y + cell / 2, cell * 0.16)
+                    shapes.append(Shape("circle", centre, colour))
+        for a in range(self.num_actions):
+            kind, r, c = self._line_coords(a)
+            end = (r, c + 1) if kind == "h" else (r + 1, c)
+            (x1, y1), (x2, y2) = point(r, c), point(*end)
+            if board[tuple(self._line_cell[a])] != 0:
+                colour = "#e0a100" if a == last_action else INK
+                shapes.append(Shape("line", (x1, y1, x2, y2), None, colour, 5))
+                continue
+            shapes.append(Shape("line", (x1, y1, x2, y2), None, "#e6e6e6", 3))
+            if legal[a]:
+                pad = cell * 0.18
+                box = (
+                    (x1 + pad, y1 - pad, cell - 2 * pad, 2 * pad)
+                    if kind == "h"
+                    else (x1 - pad, y1 + pad, 2 * pad, cell - 2 * pad)
+                )
+                shapes.append(Shape("rect", box, "transparent", action=a))
+        for r in range(rows + 1):
+            for c in range(cols + 1):
+                shapes.append(Shape("circle", (*point(r, c), cell * 0.08), INK))
+        return Picture(cols * cell + 1.5 * m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))

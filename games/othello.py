@@ -20,13 +20,26 @@ component, which keeps lines from wrapping from one row to another.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from jax import lax
 
-from games.core import Array, Game, Symmetry, eager_jit, grid_symmetries, letters, render_grid
+from games import core
+from games.core import (
+    Array,
+    Game,
+    Symmetry,
+    eager_jit,
+    grid_symmetries,
+    letters,
+    mover_rewards,
+    player_planes,
+    render_grid,
+)
+from games.svg import INK, Picture, Shape, margin
 
 Bits = tuple[Array, Array]  # (word 0: even rows, word 1: odd rows), uint32 each
 
@@ -149,17 +162,33 @@ def _words_inline(word: Callable[[Array], Array], count: int) -> Array:
     return jnp.stack([word(jnp.int32(k)) for k in range(count)])
 
 
+def _weights(size: int) -> np.ndarray:
+    """Cell weights: corners 10, the squares diagonally next to a corner -5 (they give the
+    corner away), the edge squares next to a corner -2, other edge squares 2, inner squares 1."""
+    w = np.ones((size, size), np.float32)
+    w[[0, -1], :] = w[:, [0, -1]] = 2.0
+    for r in (0, size - 1):
+        for c in (0, size - 1):
+            dr, dc = (1 if r == 0 else -1), (1 if c == 0 else -1)
+            w[r, c] = 10.0
+            w[r + dr, c + dc] = -5.0
+            w[r, c + dc] = w[r + dr, c] = -2.0
+    return w
+
+
 @struct.dataclass
-class State:
-    current_player: Array  # int32
-    legal_action_mask: Array  # bool[size * size + 1]; the last action is pass
-    terminated: Array  # bool
-    rewards: Array  # float32[2]
+class State(core.State):
+    # legal_action_mask: bool[size * size + 1]; the last action is pass
     discs: Array  # uint32[2, 2]: discs[player, word], player 0 Black; see the module docstring
 
 
 class Othello(Game):
     name = "othello"
+    sizes: ClassVar[dict[str, tuple[int, int]]] = {"size": (6, 8)}  # 6 or 8 (no 7)
+    has_score = True
+    players = ("Black", "White")
+    colours = ("#1c1c1c", "#f4f4f4")
+    marks = ("x", "o")
 
     def __init__(self, size: int = 8) -> None:
         if isinstance(size, bool) or not isinstance(size, int | np.integer) or size not in _SIZES:
@@ -182,6 +211,7 @@ class Othello(Game):
         for w, b in word_bit:
             region[w] |= 1 << b
         self._region = tuple(region)
+        self._weights = _weights(size)
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -240,8 +270,7 @@ class Othello(Game):
         terminated = ~can_place & ~other_can_place
         mask = jnp.concatenate([self._cells(moves), must_pass[None]])
         diff = _count(mine) - _count(theirs)  # from the mover's view
-        mover_reward = jnp.where(terminated, jnp.sign(diff), 0).astype(jnp.float32)
-        rewards = jnp.where(jnp.arange(2) == mover, mover_reward, -mover_reward)
+        rewards = mover_rewards(mover, jnp.where(terminated, jnp.sign(diff), 0))
         mine_w, theirs_w = jnp.stack(mine), jnp.stack(theirs)
         black_first = mover == 0
         discs = jnp.stack(
@@ -293,13 +322,26 @@ class Othello(Game):
         )
         return planes.astype(jnp.float32).reshape(self.observation_shape)
 
+    def heuristic(self, state: State, player: Array) -> Array:
+        """Weighted disc difference (`_weights`: corners high, squares giving them away low)."""
+        own, opp = player_planes(self.observe(state), state, player)
+        return ((own - opp) * jnp.asarray(self._weights)).sum()
+
+    def score(self, state: State) -> Array:
+        """Black's discs minus White's."""
+        black, white = state.discs
+        return (_count((black[0], black[1])) - _count((white[0], white[1]))).astype(jnp.float32)
+
     # -- for people and tests ---------------------------------------------------------------
 
-    def board(self, state: State) -> np.ndarray:
-        discs = np.asarray(state.discs, np.uint32)
-        words = discs[:, self._cell_word]  # [2, cells]
-        owned = (words >> self._cell_bit) & 1
-        return (owned[0].astype(np.int32) - owned[1].astype(np.int32)).reshape(self.size, self.size)
+    def board(self, state: State) -> Array:
+        words = state.discs[:, jnp.asarray(self._cell_word)]  # [2, cells]
+        owned = ((words >> jnp.asarray(self._cell_bit)) & 1).astype(jnp.int32)
+        return (owned[0] - owned[1]).reshape(self.size, self.size)
+
+    def counts(self, board: np.ndarray) -> tuple[int, int]:
+        """Discs: Black's, White's."""
+        return int((board > 0).sum()), int((board < 0).sum())
 
     def render(self, state: State) -> str:
         return render_grid(
@@ -334,3 +376,40 @@ class Othello(Game):
             f"A move is a column letter and a row number from the top (a1-"
             f"{letters(self.size)[-1]}{self.size}), or 'pass' when no disc can be placed."
         )
+
+    def draw(
+        self, board: np.ndarray, legal: np.ndarray, last_action: int | None, cell: float
+    ) -> Picture:
+        n = self.size
+        m = margin(cell)
+        black, white = self.colours
+        shapes = [Shape("rect", (m, m, n * cell, n * cell), "#2e7d4f", "#174a2c", 3)]
+        for i in range(1, n):
+            shapes.append(
+                Shape("line", (m + i * cell, m, m + i * cell, m + n * cell), None, "#174a2c", 1.5)
+            )
+            shapes.append(
+                Shape("line", (m, m + i * cell, m + n * cell, m + i * cell), None, "#174a2c", 1.5)
+            )
+        cols = letters(n)
+        for i in range(n):
+            shapes.append(Shape("text", (m + (i + 0.5) * cell, m / 2, m * 0.5), INK, text=cols[i]))
+            shapes.append(
+                Shape("text", (m / 2, m + (i + 0.5) * cell, m * 0.5), INK, text=str(i + 1))
+            )
+        for r in range(n):
+            for c in range(n):
+                a = r * n + c
+                cx, cy = m + (c + 0.5) * cell, m + (r + 0.5) * cell
+                v = int(board[r, c])
+                if v != 0:
+                    fill, edge = (black, "#000000") if v > 0 else (white, "#8a8a8a")
+                    shapes.append(Shape("circle", (cx, cy, cell * 0.4), fill, edge, 1.5))
+                if a == last_action:
+                    shapes.append(Shape("circle", (cx, cy, cell * 0.08), "#e63946"))
+                if legal[a]:
+                    shapes.append(Shape("circle", (cx, cy, cell * 0.1), "#5fa57a"))
+                    square = (m + c * cell, m + r * cell, cell, cell)
+                    shapes.append(Shape("rect", square, "transparent", action=a))
+        side = n * cell + 1.3 * m  # labels on the top and left only
+        return Picture(side, side, "#ffffff", tuple(shapes))

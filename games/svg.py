@@ -1,41 +1,27 @@
 """Board pictures for every game: `to_svg(game, state)` and `to_png(game, state)`.
 
-Each game is drawn from `game.name` and the signed board `game.board(state)` as a short list of
-shapes, which is written out either as SVG text or rasterised with Pillow (imported only when a
-PNG is asked for). The same shapes serve the browser (clickable regions carry `data-action`),
-pictures on disk and animated replays.
+Each game draws itself (`Game.draw`, in its own module) from the signed board
+`game.board(state)` as a short list of shapes, which is written out either as SVG text or
+rasterised with Pillow (imported only when a PNG is asked for). The same shapes serve the
+browser (clickable regions carry `data-action`), pictures on disk and animated replays. The
+helpers the games draw with live here, and `grid_picture`, the picture of a game that draws
+nothing of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 import numpy as np
 
-from games.core import Game, letters
+if TYPE_CHECKING:
+    from games.core import Game
 
-# Player colours per game: (player 0, player 1).
-COLOURS: dict[str, tuple[str, str]] = {
-    "tictactoe": ("#d1495b", "#2e86ab"),
-    "connect4": ("#d1495b", "#f2c14e"),
-    "othello": ("#1c1c1c", "#f4f4f4"),
-    "dots_and_boxes": ("#d1495b", "#2e86ab"),
-    "chain_reaction": ("#e63946", "#2a9d8f"),
-}
-# Player names that match the colours, as shown to people.
-PLAYERS: dict[str, tuple[str, str]] = {
-    "tictactoe": ("X", "O"),
-    "connect4": ("Red", "Yellow"),
-    "othello": ("Black", "White"),
-    "dots_and_boxes": ("Red", "Blue"),
-    "chain_reaction": ("Red", "Green"),
-}
-_INK = "#333333"
-_FAINT = "#9a9a9a"
+INK = "#333333"
+FAINT = "#9a9a9a"
 WIN_COLOUR = "#2b2d42"  # the line through a winning row
 COUNT_COLOUR = "#1b1b2f"  # Chain Reaction: the count of a cell holding more than three orbs
 _FONT = "font-family:Helvetica,Arial,sans-serif"
@@ -88,24 +74,13 @@ def picture(
     legal = np.zeros(game.num_actions, bool)
     if state is not None and not bool(state.terminated):
         legal = np.asarray(state.legal_action_mask, bool)
-    draw = _DRAWERS.get(game.name)
-    if draw is None:
-        raise ValueError(f"no picture for game {game.name!r}; expected one of {sorted(_DRAWERS)}")
-    return draw(game, board, legal, last_action, float(cell))
+    return game.draw(board, legal, last_action, float(cell))
 
 
 def score(game: Game, board: np.ndarray) -> tuple[int, int] | None:
-    """What each player has on the board where people count it: Othello discs, Dots and Boxes
-    boxes, Chain Reaction orbs; None for the other games."""
-    board = np.asarray(board)
-    if game.name == "othello":
-        return int((board > 0).sum()), int((board < 0).sum())
-    if game.name == "dots_and_boxes":
-        boxes = board[1::2, 1::2]
-        return int((boxes > 0).sum()), int((boxes < 0).sum())
-    if game.name == "chain_reaction":
-        return int(board[board > 0].sum()), int(-board[board < 0].sum())
-    return None
+    """What each player has on the board where people count it (`Game.counts`: Othello discs,
+    Dots and Boxes boxes, Chain Reaction orbs); None for the other games."""
+    return game.counts(np.asarray(board))
 
 
 def to_svg(
@@ -228,10 +203,10 @@ def rasterise(pic: Picture, supersample: int = 3) -> Any:
     return image.resize((round(pic.width), round(pic.height)), Image.Resampling.LANCZOS)
 
 
-# ----------------------------------------------------------------------------- games
+# ----------------------------------------------------------------------------- helpers
 
 
-def _runs(board: np.ndarray, length: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+def runs(board: np.ndarray, length: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """(first, last) cells of every straight run of `length` equal non-zero cells."""
     rows, cols = board.shape
     found = []
@@ -246,227 +221,43 @@ def _runs(board: np.ndarray, length: int) -> list[tuple[tuple[int, int], tuple[i
     return found
 
 
-def _margin(cell: float) -> float:
+def margin(cell: float) -> float:
+    """The border around a board of cells of side `cell`."""
     return round(cell * 0.45)
 
 
-def _tictactoe(
-    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
+def grid_picture(
+    board: np.ndarray,
+    legal: np.ndarray,
+    last: int | None,
+    cell: float,
+    colours: tuple[str, str],
 ) -> Picture:
-    m = _margin(cell) / 2
-    x_col, o_col = COLOURS["tictactoe"]
-    shapes: list[Shape] = []
-    for i in (1, 2):
-        shapes.append(Shape("line", (m + i * cell, m, m + i * cell, m + 3 * cell), None, _INK, 3))
-        shapes.append(Shape("line", (m, m + i * cell, m + 3 * cell, m + i * cell), None, _INK, 3))
-    for r in range(3):
-        for c in range(3):
-            a = r * 3 + c
-            x, y = m + c * cell, m + r * cell
-            cx, cy, q = x + cell / 2, y + cell / 2, cell * 0.28
-            if a == last:
-                shapes.append(Shape("rect", (x + 4, y + 4, cell - 8, cell - 8), "#fff3c4"))
-            v = int(board[r, c])
-            if v > 0:
-                shapes.append(Shape("line", (cx - q, cy - q, cx + q, cy + q), None, x_col, 6))
-                shapes.append(Shape("line", (cx - q, cy + q, cx + q, cy - q), None, x_col, 6))
-            elif v < 0:
-                shapes.append(Shape("circle", (cx, cy, q * 1.05), None, o_col, 5.5))
-            else:  # the notation of an empty cell, faint
-                shapes.append(Shape("text", (cx, cy, cell * 0.22), _FAINT, text=str(a + 1)))
-            if legal[a]:
-                shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=a))
-    for (r1, c1), (r2, c2) in _runs(board, 3):  # the winning line
-        x1, y1 = m + (c1 + 0.5) * cell, m + (r1 + 0.5) * cell
-        x2, y2 = m + (c2 + 0.5) * cell, m + (r2 + 0.5) * cell
-        shapes.append(Shape("line", (x1, y1, x2, y2), None, WIN_COLOUR, 7))
-    side = 3 * cell + 2 * m
-    return Picture(side, side, "#ffffff", tuple(shapes))
-
-
-def _connect4(
-    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
-) -> Picture:
+    """A plain picture of any signed board: a grid of cells, each non-empty one holding a disc
+    of its owner's colour with the count inside when above 1, the `last` cell outlined. Cell i
+    (row-major) is action i, clickable when legal, if the board has a cell per action or per
+    action but one (a pass); otherwise no move is drawn."""
+    board = np.asarray(board)
+    board = board.reshape(1, -1) if board.ndim < 2 else board.reshape(board.shape[0], -1)
     rows, cols = board.shape
-    m = _margin(cell)
-    red, yellow = COLOURS["connect4"]
-    shapes = [Shape("rect", (m / 2, m / 2, cols * cell, rows * cell), "#1d4e89")]
-    last_row = None
-    if last is not None:  # the top disc of the last column played
-        filled = np.flatnonzero(board[:, last] != 0)
-        last_row = int(filled[0]) if filled.size else None
-    for r in range(rows):
-        for c in range(cols):
-            cx, cy = m / 2 + (c + 0.5) * cell, m / 2 + (r + 0.5) * cell
-            v = int(board[r, c])
-            fill = red if v > 0 else yellow if v < 0 else "#f7f7f2"
-            shapes.append(Shape("circle", (cx, cy, cell * 0.4), fill, "#153a66", 2))
-            if last == c and last_row == r:
-                shapes.append(Shape("circle", (cx, cy, cell * 0.1), "#ffffff"))
-    for (r1, c1), (r2, c2) in _runs(board, 4):  # the winning four
-        x1, y1 = m / 2 + (c1 + 0.5) * cell, m / 2 + (r1 + 0.5) * cell
-        x2, y2 = m / 2 + (c2 + 0.5) * cell, m / 2 + (r2 + 0.5) * cell
-        shapes.append(Shape("line", (x1, y1, x2, y2), None, WIN_COLOUR, 8))
-    for c in range(cols):
-        x = m / 2 + (c + 0.5) * cell
-        shapes.append(
-            Shape("text", (x, m / 2 + rows * cell + m / 2, m * 0.6), _INK, text=str(c + 1))
-        )
-        if legal[c]:
-            shapes.append(
-                Shape("rect", (m / 2 + c * cell, m / 2, cell, rows * cell), "transparent", action=c)
-            )
-    return Picture(cols * cell + m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))
-
-
-def _othello(
-    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
-) -> Picture:
-    n = board.shape[0]
-    m = _margin(cell)
-    black, white = COLOURS["othello"]
-    shapes = [Shape("rect", (m, m, n * cell, n * cell), "#2e7d4f", "#174a2c", 3)]
-    for i in range(1, n):
-        shapes.append(
-            Shape("line", (m + i * cell, m, m + i * cell, m + n * cell), None, "#174a2c", 1.5)
-        )
-        shapes.append(
-            Shape("line", (m, m + i * cell, m + n * cell, m + i * cell), None, "#174a2c", 1.5)
-        )
-    cols = letters(n)
-    for i in range(n):
-        shapes.append(Shape("text", (m + (i + 0.5) * cell, m / 2, m * 0.5), _INK, text=cols[i]))
-        shapes.append(Shape("text", (m / 2, m + (i + 0.5) * cell, m * 0.5), _INK, text=str(i + 1)))
-    for r in range(n):
-        for c in range(n):
-            a = r * n + c
-            cx, cy = m + (c + 0.5) * cell, m + (r + 0.5) * cell
-            v = int(board[r, c])
-            if v != 0:
-                fill, edge = (black, "#000000") if v > 0 else (white, "#8a8a8a")
-                shapes.append(Shape("circle", (cx, cy, cell * 0.4), fill, edge, 1.5))
-            if a == last:
-                shapes.append(Shape("circle", (cx, cy, cell * 0.08), "#e63946"))
-            if legal[a]:
-                shapes.append(Shape("circle", (cx, cy, cell * 0.1), "#5fa57a"))
-                shapes.append(
-                    Shape("rect", (m + c * cell, m + r * cell, cell, cell), "transparent", action=a)
-                )
-    side = n * cell + 1.3 * m  # labels on the top and left only
-    return Picture(side, side, "#ffffff", tuple(shapes))
-
-
-def _dots_and_boxes(
-    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
-) -> Picture:
-    rows, cols = (board.shape[0] - 1) // 2, (board.shape[1] - 1) // 2
-    m = _margin(cell)
-    colours = COLOURS["dots_and_boxes"]
-    tint = {1: "#f6d3d8", -1: "#cfe4ef"}
+    clickable = rows * cols in (len(legal), len(legal) - 1)
+    m = margin(cell) / 2
     shapes: list[Shape] = []
-
-    def point(r: int, c: int) -> tuple[float, float]:
-        return m + c * cell, m + r * cell
-
-    for c in range(cols + 1):  # dots are numbered from 1, as in the notation
-        shapes.append(Shape("text", (m + c * cell, m * 0.4, m * 0.45), _INK, text=str(c + 1)))
-    for r in range(rows + 1):
-        shapes.append(Shape("text", (m * 0.4, m + r * cell, m * 0.45), _INK, text=str(r + 1)))
-    for r in range(rows):  # claimed boxes first, under the lines
-        for c in range(cols):
-            owner = int(np.sign(board[2 * r + 1, 2 * c + 1]))
-            if owner:
-                x, y = point(r, c)
-                shapes.append(Shape("rect", (x, y, cell, cell), tint[owner]))
-                colour = colours[0 if owner > 0 else 1]
-                shapes.append(Shape("circle", (x + cell / 2, y + cell / 2, cell * 0.16), colour))
-    horizontal = (rows + 1) * cols
-    lines = [
-        (r * cols + c, (2 * r, 2 * c + 1), (r, c), (r, c + 1), "h")
-        for r in range(rows + 1)
-        for c in range(cols)
-    ]
-    lines += [
-        (horizontal + r * (cols + 1) + c, (2 * r + 1, 2 * c), (r, c), (r + 1, c), "v")
-        for r in range(rows)
-        for c in range(cols + 1)
-    ]
-    for a, grid, start, end, kind in lines:
-        (x1, y1), (x2, y2) = point(*start), point(*end)
-        if board[grid] != 0:
-            colour = "#e0a100" if a == last else _INK
-            shapes.append(Shape("line", (x1, y1, x2, y2), None, colour, 5))
-            continue
-        shapes.append(Shape("line", (x1, y1, x2, y2), None, "#e6e6e6", 3))
-        if legal[a]:
-            pad = cell * 0.18
-            box = (
-                (x1 + pad, y1 - pad, cell - 2 * pad, 2 * pad)
-                if kind == "h"
-                else (x1 - pad, y1 + pad, 2 * pad, cell - 2 * pad)
-            )
-            shapes.append(Shape("rect", box, "transparent", action=a))
-    for r in range(rows + 1):
-        for c in range(cols + 1):
-            shapes.append(Shape("circle", (*point(r, c), cell * 0.08), _INK))
-    return Picture(cols * cell + 1.5 * m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))
-
-
-# Orb centres (as fractions of a cell, about its centre) for 1, 2 and 3 orbs.
-_ORB_LAYOUT = {
-    1: ((0.0, 0.0),),
-    2: ((-0.14, 0.0), (0.14, 0.0)),
-    3: ((-0.14, 0.1), (0.14, 0.1), (0.0, -0.14)),
-}
-
-
-def _chain_reaction(
-    game: Game, board: np.ndarray, legal: np.ndarray, last: int | None, cell: float
-) -> Picture:
-    rows, cols = board.shape
-    m = _margin(cell)
-    p0, p1 = COLOURS["chain_reaction"]
-    shapes = [Shape("rect", (m, m, cols * cell, rows * cell), "#1b1b2f")]
-    for c in range(cols):
-        shapes.append(Shape("text", (m + (c + 0.5) * cell, m / 2, m * 0.5), _INK, text=str(c + 1)))
-    for r in range(rows):
-        shapes.append(Shape("text", (m / 2, m + (r + 0.5) * cell, m * 0.5), _INK, text=str(r + 1)))
     for r in range(rows):
         for c in range(cols):
-            a = r * cols + c
+            i = r * cols + c
             x, y = m + c * cell, m + r * cell
-            cx, cy = x + cell / 2, y + cell / 2
-            edge = "#f1c40f" if a == last else "#3d3d5c"
-            shapes.append(Shape("rect", (x, y, cell, cell), None, edge, 3 if a == last else 1.5))
+            edge, width = ("#e0a100", 3.0) if i == last and clickable else (INK, 1.5)
+            shapes.append(Shape("rect", (x, y, cell, cell), "#f7f7f2", edge, width))
             v = int(board[r, c])
-            colour = p0 if v > 0 else p1
-            count = abs(v)
-            critical = (r > 0) + (r < rows - 1) + (c > 0) + (c < cols - 1)
-            if count and count >= critical:  # an exploding cell (animation frames)
-                shapes.append(Shape("circle", (cx, cy, cell * 0.42), "#f1c40f"))
-            for dx, dy in _ORB_LAYOUT.get(min(count, 3), ()):
+            if v:
+                fill = colours[0 if v > 0 else 1]
+                shapes.append(Shape("circle", (x + cell / 2, y + cell / 2, cell * 0.4), fill))
+            if abs(v) > 1:
+                size = cell * 0.3
                 shapes.append(
-                    Shape(
-                        "circle",
-                        (cx + dx * cell, cy + dy * cell, cell * 0.14),
-                        colour,
-                        "#0d0d0d",
-                        1,
-                    )
+                    Shape("text", (x + cell / 2, y + cell / 2, size), "#ffffff", text=str(abs(v)))
                 )
-            if count > 3:
-                shapes.append(
-                    Shape("text", (cx, cy + cell * 0.33, cell * 0.2), COUNT_COLOUR, text=str(count))
-                )
-            if legal[a]:
-                shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=a))
+            if clickable and legal[i]:
+                shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=i))
     return Picture(cols * cell + 2 * m, rows * cell + 2 * m, "#ffffff", tuple(shapes))
-
-
-_DRAWERS: dict[str, Callable[..., Picture]] = {
-    "tictactoe": _tictactoe,
-    "connect4": _connect4,
-    "othello": _othello,
-    "dots_and_boxes": _dots_and_boxes,
-    "chain_reaction": _chain_reaction,
-}

@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 actions.append(action)
     except ValueError as err:
         parser.error(str(err))
-    pictures = frames(game, actions, svg.PLAYERS[game.name], args.cell)
+    pictures = frames(game, actions, game.players, args.cell)
     try:
         if out.suffix.lower() == ".gif":
             write_gif(pictures, out, args.ms)

@@ -166,7 +166,7 @@ def _negamax(game, states, depth: int):
     reward = children.rewards[jnp.arange(movers.shape[0]), movers]
     final = jax.vmap(agents.terminal_value)(children, movers) + jnp.sign(reward) * depth
     if depth == 1:
-        below = jax.vmap(agents.heuristic, (None, 0, 0))(game, children, movers)
+        below = jax.vmap(game.heuristic)(children, movers)
     else:
         value = _negamax(game, children, depth - 1).max(-1)
         below = jnp.where(children.current_player == movers, value, -value)

@@ -92,7 +92,7 @@ def labels(root: ET.Element) -> dict[str, list[tuple[float, float]]]:
 @pytest.mark.parametrize(("name", "kwargs"), CONFIGS, ids=IDS)
 def test_pieces_drawn_match_the_board(name, kwargs):
     game = games.make(name, **kwargs)
-    p0, p1 = svg.COLOURS[name]
+    p0, p1 = game.colours
     for state, last in positions(game, seed=1):
         board = np.asarray(game.board(state))
         root = parse(svg.to_svg(game, state, last_action=last))
@@ -187,22 +187,16 @@ def test_png_shows_the_pieces_in_their_colours(tmp_path):
     cols = sorted({x for _, x in discs})
     expect = {(rows[-1], cols[3]): 0, (rows[-2], cols[3]): 1, (rows[-1], cols[0]): 0}
     for (y, x), player in expect.items():
-        colour = hex_rgb(svg.COLOURS["connect4"][player])
+        colour = hex_rgb(game.colours[player])
         assert np.abs(image[y + 8, x + 8] - colour).max() < 40, (y, x, image[y + 8, x + 8])
     empty = image[rows[0] + 8, cols[0] + 8]
-    assert min(np.abs(empty - hex_rgb(c)).max() for c in svg.COLOURS["connect4"]) > 60
+    assert min(np.abs(empty - hex_rgb(c)).max() for c in game.colours) > 60
 
 
 def test_bad_calls_are_refused():
     game = games.make("tictactoe")
     with pytest.raises(ValueError, match="needs a state or a board"):
         svg.to_svg(game)
-
-    class Chess:
-        name, num_actions = "chess", 4672
-
-    with pytest.raises(ValueError, match="no picture for game 'chess'"):
-        svg.picture(Chess(), board=np.zeros((8, 8), int))
 
 
 # ----------------------------------------------------------------------------- replays
@@ -221,7 +215,7 @@ def test_replay_gif_has_a_frame_per_move_and_chain_level(tmp_path):
     for text in moves:
         actions.append(game.parse_action(text, state))
         state = game.checked_step(state, actions[-1])
-    pictures = replay.frames(game, actions, svg.PLAYERS[game.name], 40.0)
+    pictures = replay.frames(game, actions, game.players, 40.0)
     finals = [final for _, final in pictures]
     assert finals == [True, True, True, False, True]  # one level before the last move settles
     folder = tmp_path / "frames"
@@ -253,7 +247,7 @@ def test_replay_dots_and_boxes_moves_separated_by_semicolons(tmp_path):
         ["--game", "dots_and_boxes", "--moves", "h 1 1; v 1 1; h 2 1; v 1 2", "--out", str(out)]
     )
     last = parse(sorted(out.glob("*.svg"))[-1].read_text())
-    assert count(last, "circle", fill=svg.COLOURS["dots_and_boxes"][1]) == 1  # Blue's box
+    assert count(last, "circle", fill=games.make("dots_and_boxes").colours[1]) == 1  # Blue's box
 
 
 def test_replay_refuses_an_illegal_move(tmp_path, capsys):
@@ -272,7 +266,7 @@ def test_replay_from_a_saved_record(tmp_path):
     record.write_text(json.dumps({"game": "othello", "kwargs": {"size": 6}, "moves": ["c2"]}))
     replay.main(["--record", str(record), "--out", str(tmp_path / "o")])
     first, second = sorted((tmp_path / "o").glob("*.svg"))
-    black = svg.COLOURS["othello"][0]
+    black = games.make("othello").colours[0]
     assert count(parse(first.read_text()), "circle", fill=black) == 2
     assert count(parse(second.read_text()), "circle", fill=black) == 4  # placed one, flipped one
 
