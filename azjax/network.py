@@ -1,7 +1,8 @@
 """The policy/value network: an AlphaZero-shaped residual tower in flax.
 
     stem:   3x3 conv (C channels) -> LayerNorm -> ReLU
-    tower:  `blocks` x [3x3 conv -> LN -> ReLU -> 3x3 conv -> LN -> + skip -> ReLU]
+    tower:  `blocks` x [3x3 conv -> LN -> ReLU (-> + global pooling bias) -> 3x3 conv -> LN
+                        -> + skip -> ReLU]
     policy: 1x1 conv (H) -> LN -> ReLU -> dense(num_actions)             -> logits
     value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
 
@@ -25,6 +26,11 @@ simulations) about ten times slower than outside one; the same 3x3 convolution w
 matrix product over the nine shifted copies of the board (im2col) runs equally fast in both.
 `_Conv3x3` therefore picks im2col on the CPU and the native convolution elsewhere
 (`lax.platform_dependent`), over the same kernel.
+
+With `global_pool`, each block adds to every cell a per-channel bias computed from the whole
+board: the mean and the max of each channel over the cells, through a dense layer (KataGo's
+global pooling, which lets a block see beyond its 3x3 receptive field at once: whose turn it is
+to win a race, how much material each side has).
 
 Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
 dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
@@ -51,6 +57,7 @@ class NetworkConfig:
     blocks: int = 2  # residual blocks
     channels: int = 32
     head_channels: int = 8  # per-cell channels opening the policy and value heads
+    global_pool: bool = False  # a whole-board bias in each residual block (see the module doc)
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
     def __post_init__(self) -> None:
@@ -96,11 +103,15 @@ class _Conv3x3(nn.Module):
 class _ResidualBlock(nn.Module):
     channels: int
     dtype: jnp.dtype
+    global_pool: bool = False
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
         y = _Conv3x3(self.channels, self.dtype)(x)
         y = nn.relu(nn.LayerNorm(dtype=self.dtype)(y))
+        if self.global_pool:  # [B, 2C] whole-board summary -> a bias per channel
+            pooled = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
+            y = y + nn.Dense(self.channels, dtype=self.dtype)(pooled)[:, None, None, :]
         y = _Conv3x3(self.channels, self.dtype)(y)
         y = nn.LayerNorm(dtype=self.dtype)(y)
         return nn.relu(x + y)
@@ -116,6 +127,7 @@ class PolicyValueNet(nn.Module):
     blocks: int
     channels: int
     head_channels: int = 8
+    global_pool: bool = False
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
@@ -129,7 +141,7 @@ class PolicyValueNet(nn.Module):
         x = _Conv3x3(self.channels, self.dtype)(x)
         x = nn.relu(nn.LayerNorm(dtype=self.dtype)(x))
         for _ in range(self.blocks):
-            x = _ResidualBlock(self.channels, self.dtype)(x)
+            x = _ResidualBlock(self.channels, self.dtype, self.global_pool)(x)
         batch = x.shape[0]
 
         def head(x: Array) -> Array:  # a 1x1 convolution is a dense layer over each cell
@@ -149,6 +161,7 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
         blocks=config.blocks,
         channels=config.channels,
         head_channels=config.head_channels,
+        global_pool=config.global_pool,
         dtype=_DTYPES[config.dtype],
     )
 

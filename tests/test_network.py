@@ -92,3 +92,19 @@ def test_errors_name_the_bad_value():
     net = make_network(game, NetworkConfig(blocks=1, channels=4))
     with pytest.raises(ValueError, match=r"\(3, 3, 2\)"):
         net.init(jax.random.key(0), jnp.zeros((1, 4, 4, 2)))
+
+
+@pytest.mark.parametrize("global_pool", [False, True])
+def test_global_pooling_lets_a_block_see_the_whole_board(global_pool):
+    """A block's two 3x3 convolutions see 5x5 cells; with global pooling a far cell counts too."""
+    from azjax.network import _ResidualBlock
+
+    block = _ResidualBlock(channels=8, dtype=jnp.float32, global_pool=global_pool)
+    x = jax.random.normal(jax.random.key(0), (1, 6, 7, 8))
+    params = block.init(jax.random.key(1), x)
+    far = x.at[0, 5, 6].add(3.0)  # 5 rows and 6 columns away from cell (0, 0)
+    change = jnp.abs(block.apply(params, far) - block.apply(params, x))[0, 0, 0].max()
+    assert (float(change) > 1e-4) == global_pool
+    net = make_network(games.make("connect4"), NetworkConfig(blocks=1, global_pool=global_pool))
+    names = set(net.init(jax.random.key(0), x[..., :2] * 0)["params"]["_ResidualBlock_0"])
+    assert ("Dense_0" in names) == global_pool
