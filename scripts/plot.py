@@ -1,9 +1,12 @@
 """Training curves: `python scripts/plot.py WORKDIR [--out FILE.png] [--x FIELD]`.
 
-Reads `WORKDIR/metrics.jsonl` (one JSON object per iteration) and draws every numeric field
-against the iteration (or `--x elapsed_minutes`, the run's wall clock), grouped into panels:
-losses, win rates and scores, Elo, throughput, and the rest; a closing record marked
-`"final": true` is drawn as stars. Writes `WORKDIR/metrics.png` unless `--out` says otherwise.
+Reads `WORKDIR/metrics.jsonl` (one JSON object per iteration) and draws its numeric fields
+against the iteration (or `--x elapsed_minutes`, the run's wall clock), one panel per quantity
+with its unit on the y axis: losses, strength against the evaluation opponents, throughput,
+learning rate, and so on (`PANELS`); a field no panel knows gets a panel of its own. Counters
+that serve as x axes and the evaluation's win/draw/loss counts (summed up by its win rate and
+score) are not drawn. A closing record marked `"final": true` is drawn as stars. Writes
+`WORKDIR/metrics.png` unless `--out` says otherwise.
 """
 
 from __future__ import annotations
@@ -12,17 +15,80 @@ import argparse
 import math
 import pathlib
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from azjax.metrics import read_metrics
 
-# Panel title -> a test on the last part of a field name ("eval/random/win_rate" -> "win_rate").
-PANELS: tuple[tuple[str, Callable[[str], bool]], ...] = (
-    ("Losses", lambda k: k.endswith("loss")),
-    ("Win rates and scores", lambda k: k.startswith("win_rate") or k == "score"),
-    ("Elo", lambda k: k.startswith("elo") or k.endswith("elo")),
-    ("Throughput", lambda k: "per_s" in k or k.endswith("throughput")),
+
+class Panel(NamedTuple):
+    """One quantity: a title, the unit on its y axis, the fields it claims (by full name)."""
+
+    title: str
+    unit: str
+    claims: Callable[[str], bool]
+    log: bool = False  # a log y axis when every value is positive
+    ylim: tuple[float, float] | None = None  # a fixed y range (fractions, flags)
+
+
+def _leaf(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "Losses",
+        "per position: nats (policy, KL), squared error (value)",
+        lambda k: _leaf(k).endswith("loss") or _leaf(k) == "policy_kl",
+        log=True,
+    ),
+    Panel(
+        "Strength vs opponents",
+        "fraction of games (score: draws count half)",
+        lambda k: k.startswith("eval/") and _leaf(k) in ("win_rate", "score"),
+        ylim=(-0.02, 1.02),
+    ),
+    Panel("Elo", "Elo (random = 0)", lambda k: _leaf(k).startswith("elo") or k.endswith("elo")),
+    Panel("Throughput", "per second (positions, moves)", lambda k: "per_s" in k),
+    Panel("Time per iteration", "seconds", lambda k: k == "seconds"),
+    Panel("Learning rate", "step size", lambda k: _leaf(k) == "learning_rate", log=True),
+    Panel("Gradient norm", "global L2 norm (before clipping)", lambda k: _leaf(k) == "grad_norm"),
+    Panel("Weights", "sum of squared weights", lambda k: k == "train/l2"),
+    Panel(
+        "Value head",
+        "value units (values lie in -1..1); explained: fraction",
+        lambda k: k.startswith("train/value_") and k != "train/value_loss",
+    ),
+    Panel("Policy head", "logits: spread over a batch", lambda k: k == "train/policy_std"),
+    Panel(
+        "Self-play games", "games finished per iteration", lambda k: _leaf(k) == "games_finished"
+    ),
+    Panel("Game length", "moves per game", lambda k: _leaf(k) == "mean_game_length"),
+    Panel(
+        "Positions",
+        "positions (replay buffer, added, waiting, dropped)",
+        lambda k: k.startswith("replay/") or _leaf(k).endswith("_positions"),
+    ),
+    Panel(
+        "Search and targets",
+        "fraction of positions",
+        lambda k: _leaf(k).endswith("_fraction"),
+        ylim=(-0.02, 1.02),
+    ),
+    Panel(
+        "Run health",
+        "1 = healthy, 0 = a problem",
+        lambda k: k.startswith("health/"),
+        ylim=(-0.1, 1.1),
+    ),
 )
 X_KEYS = ("iteration", "step")
+
+
+def _skipped(name: str) -> bool:
+    """Not drawn: counters that serve as x axes, and what other panels sum up."""
+    if name in ("iteration", "train/step", "elapsed_minutes"):
+        return True
+    return name.startswith("eval/") and _leaf(name) in ("wins", "draws", "losses")
 
 
 def numeric_series(
@@ -57,30 +123,24 @@ def numeric_series(
 
 
 def panels(series: dict[str, list[float]]) -> list[tuple[str, list[str]]]:
-    """Fields grouped into titled panels. Fields no named panel claims share a panel with the
-    fields of the same prefix ("replay/...") whose peaks lie within the same two decades."""
-    named: dict[str, list[str]] = {title: [] for title, _ in PANELS}
-    rest: dict[tuple[str, int], list[str]] = {}
-    for name, values in series.items():
-        leaf = name.lower().rsplit("/", 1)[-1]
-        title = next((t for t, claims in PANELS if claims(leaf)), None)
-        if title is not None:
-            named[title].append(name)
+    """(title, fields) of each panel drawn, in PANELS order; a field no panel claims gets a
+    panel of its own, titled with its name."""
+    named: dict[str, list[str]] = {p.title: [] for p in PANELS}
+    own: list[tuple[str, list[str]]] = []
+    for name in series:
+        if _skipped(name):
             continue
-        prefix = name.rsplit("/", 1)[0] if "/" in name else "other"
-        peak = max((abs(v) for v in values if v == v), default=0.0)
-        bucket = math.floor(math.log10(peak) / 2) if peak > 0 else 0
-        rest.setdefault((prefix, bucket), []).append(name)
-    out = [(t, names) for t, names in named.items() if names]
-    for (prefix, bucket), names in sorted(rest.items()):
-        split = sum(p == prefix for p, _ in rest) > 1
-        out.append((f"{prefix} (~1e{2 * bucket}+)" if split else prefix, names))
-    return out
+        panel = next((p for p in PANELS if p.claims(name)), None)
+        if panel is None:
+            own.append((name, [name]))
+        else:
+            named[panel.title].append(name)
+    return [(title, names) for title, names in named.items() if names] + own
 
 
-def plot(workdir: str, out: str | None = None, x: str | None = None) -> pathlib.Path:
-    """Draw the curves of `workdir` into a PNG (against field `x`, default the iteration);
-    returns its path."""
+def figure(workdir: str, x: str | None = None):
+    """The matplotlib figure of the curves of `workdir` (against field `x`, default the
+    iteration)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,6 +161,7 @@ def plot(workdir: str, out: str | None = None, x: str | None = None) -> pathlib.
     cols = min(len(groups), 3)
     nrows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.6 * nrows), squeeze=False)
+    units = {p.title: p for p in PANELS}
     pad = max((max(xs) - min(xs)) * 0.03, 0.5)
     span = (min(xs) - pad, max(xs) + pad)  # one x range for every panel
     for ax, (title, names) in zip(axes.flat, groups, strict=False):
@@ -118,17 +179,30 @@ def plot(workdir: str, out: str | None = None, x: str | None = None) -> pathlib.
                     color=line.get_color(),
                     label=f"{name} (final)",
                 )
+        panel = units.get(title)
         ax.set_xlim(*span)
         ax.set_title(title)
         ax.set_xlabel(x_key)
+        ax.set_ylabel(panel.unit if panel else title)
         ax.grid(alpha=0.3)
-        if title == "Losses" and all(v > 0 for n in names for v in series[n] if v == v):
+        if panel and panel.log and all(v > 0 for n in names for v in series[n] if v == v):
             ax.set_yscale("log")
+        if panel and panel.ylim:
+            ax.set_ylim(*panel.ylim)
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(groups) :]:
         ax.axis("off")
     fig.suptitle(f"{pathlib.Path(workdir).resolve().name}: {len(rows)} iterations")
     fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig
+
+
+def plot(workdir: str, out: str | None = None, x: str | None = None) -> pathlib.Path:
+    """Draw the curves of `workdir` into a PNG (against field `x`, default the iteration);
+    returns its path."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(workdir, x)
     target = pathlib.Path(out) if out else pathlib.Path(workdir) / "metrics.png"
     fig.savefig(target, dpi=110)
     plt.close(fig)

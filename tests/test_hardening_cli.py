@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import pathlib
 import subprocess
 import sys
@@ -140,3 +141,84 @@ def test_eval_names_empty_agent_specs(args, message, capsys):
     assert evaluate.main([*args, "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"azjax-eval: {message}") and "\n" not in err, err
+
+
+RECORD = {  # one line of a real metrics.jsonl
+    "elapsed_minutes": 27.3,
+    "health/ok": 1,
+    "iteration": 146,
+    "moves_per_second": 310.7,
+    "positions_per_second": 310.7,
+    "replay/added": 2048,
+    "replay/size": 50000,
+    "seconds": 6.59,
+    "selfplay/dropped_positions": 0,
+    "selfplay/full_search_fraction": 0.125,
+    "selfplay/games_finished": 50,
+    "selfplay/mean_game_length": 41.3,
+    "selfplay/pending_positions": 4004,
+    "selfplay/policy_target_fraction": 0.125,
+    "selfplay/target_fraction": 1.0,
+    "train/grad_norm": 0.65,
+    "train/l2": 298.6,
+    "train/learning_rate": 0.001,
+    "train/loss": 2.81,
+    "train/policy_kl": 0.71,
+    "train/policy_loss": 1.81,
+    "train/policy_std": 2.48,
+    "train/step": 4608,
+    "train/trained": True,
+    "train/value_explained": 0.027,
+    "train/value_loss": 0.97,
+    "train/value_std": 0.17,
+    "train/value_target_var": 0.995,
+    "eval/random/win_rate": 0.9,
+    "eval/random/score": 0.92,
+    "eval/random/wins": 18,
+    "eval/random/draws": 1,
+    "eval/random/losses": 1,
+    "eval/greedy/win_rate": 0.6,
+}
+
+
+def test_plot_panels_have_one_meaning_and_unit_each(tmp_path):
+    plot = load_script("plot")
+    rows = [{**RECORD, "iteration": i, "custom/thing": float(i)} for i in range(1, 6)]
+    _, _, series = plot.numeric_series(rows)
+    groups = dict(plot.panels(series))
+    units = {p.title: p.unit for p in plot.PANELS}
+    assert groups == {
+        "Losses": ["train/loss", "train/policy_kl", "train/policy_loss", "train/value_loss"],
+        "Strength vs opponents": [
+            "eval/random/win_rate",
+            "eval/random/score",
+            "eval/greedy/win_rate",
+        ],
+        "Throughput": ["moves_per_second", "positions_per_second"],
+        "Time per iteration": ["seconds"],
+        "Learning rate": ["train/learning_rate"],
+        "Gradient norm": ["train/grad_norm"],
+        "Weights": ["train/l2"],
+        "Value head": ["train/value_explained", "train/value_std", "train/value_target_var"],
+        "Policy head": ["train/policy_std"],
+        "Self-play games": ["selfplay/games_finished"],
+        "Game length": ["selfplay/mean_game_length"],
+        "Positions": [
+            "replay/added",
+            "replay/size",
+            "selfplay/dropped_positions",
+            "selfplay/pending_positions",
+        ],
+        "Search and targets": [
+            "selfplay/full_search_fraction",
+            "selfplay/policy_target_fraction",
+            "selfplay/target_fraction",
+        ],
+        "Run health": ["health/ok"],
+        "custom/thing": ["custom/thing"],  # unknown fields: a panel each, never mixed
+    }
+    assert all(units[t] for t in groups if t in units)
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    axes = plot.figure(str(tmp_path)).axes
+    shown = {ax.get_title(): ax.get_ylabel() for ax in axes if ax.get_title()}
+    assert shown == {t: units.get(t, t) for t in groups}
