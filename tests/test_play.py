@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
 import pytest
 
 import games
@@ -74,7 +75,7 @@ def test_undo_goes_back_to_the_human_turn():
     assert "Taken back to your previous turn." in out
     assert [p.by for p in session.plies] == ["human", "agent"]
     assert session.plies[0].notation == "1"  # the 5 was taken back with the agent's reply
-    board = [int(v) for v in games.make("tictactoe").board(session.state).flat]
+    board = [int(v) for v in np.asarray(games.make("tictactoe").board(session.state)).flat]
     assert board.count(1) == 1 and board.count(-1) == 1 and board[4] == 0
 
 

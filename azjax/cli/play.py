@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import colorsys
 import dataclasses
 import functools
 import json
@@ -231,50 +232,57 @@ class Session:
 
 # ----------------------------------------------------------------------------- terminal
 
-_ANSI = {"red": "\x1b[1;31m", "blue": "\x1b[1;34m", "yellow": "\x1b[1;33m", "dim": "\x1b[2m"}
 _RESET = "\x1b[0m"
-# The marks each game's `render` uses for player 0 and player 1, and their terminal colours.
-_MARKS = {
-    "tictactoe": (("X", "red"), ("O", "blue")),
-    "connect4": (("X", "red"), ("O", "yellow")),
-    "dots_and_boxes": (("X", "red"), ("O", "blue")),
-    "othello": (("x", "red"), ("o", "blue")),
-    "chain_reaction": (("x", "red"), ("o", "blue")),
-}
+# Terminal colours (bold ANSI codes) by hue in degrees; a player whose colour is a grey (Othello)
+# is shown red (player 0) or blue (player 1).
+_HUES = {0: "31", 60: "33", 120: "32", 240: "34", 300: "35"}
+
+
+def _ansi(css: str, player: int) -> str:
+    """The terminal colour closest in hue to the CSS colour `#rrggbb`."""
+    hue, _, saturation = colorsys.rgb_to_hls(*(int(css[i : i + 2], 16) / 255 for i in (1, 3, 5)))
+    if saturation < 0.2:
+        return f"\x1b[1;{('31', '34')[player]}m"
+    nearest = min(_HUES, key=lambda h: min(abs(hue * 360 - h), 360 - abs(hue * 360 - h)))
+    return f"\x1b[1;{_HUES[nearest]}m"
 
 
 def player_name(game: games.Game, player: int) -> str:
-    return _MARKS.get(game.name, (("1", ""), ("2", "")))[player][0]
+    """The player's mark in the game's text picture."""
+    return game.marks[player]
 
 
 def draw(game: games.Game, state: State, colour: bool) -> str:
-    """The game's text picture, its marks coloured when `colour`. Tic-Tac-Toe shows the
-    number of each empty cell (its name in the notation) instead of a dot."""
-    if game.name == "tictactoe":
-        marks = {1: "X", -1: "O"}
-        board = np.asarray(game.board(state)).reshape(-1)
-        cells = [marks.get(int(v), str(i + 1)) for i, v in enumerate(board)]
-        text = "\n".join(" ".join(cells[r : r + 3]) for r in (0, 3, 6))
-    else:
-        text = game.render(state)
-    if not colour or game.name not in _MARKS:
+    """The game's text picture, its marks coloured (as the players' colours) when `colour`."""
+    text = game.render(state)
+    if not colour:
         return text
-    table = {mark: f"{_ANSI[c]}{mark}{_RESET}" for mark, c in _MARKS[game.name]}
-    if game.name == "tictactoe":
-        table.update({str(n): f"{_ANSI['dim']}{n}{_RESET}" for n in range(1, 10)})
+    table = {
+        mark: f"{_ansi(css, player)}{mark}{_RESET}"
+        for player, (mark, css) in enumerate(zip(game.marks, game.colours, strict=True))
+    }
     return "".join(table.get(ch, ch) for ch in text)
+
+
+@functools.cache
+def _size_keywords() -> dict[str, str]:
+    """Every size keyword of any game -> which games take it and in what range."""
+    found: dict[str, list[str]] = {}
+    for name in games.names():
+        for key, (low, high) in games.make(name).sizes.items():
+            found.setdefault(key, []).append(f"{name}: {low}-{high}")
+    return {key: ", ".join(uses) for key, uses in found.items()}
 
 
 def game_kwargs(args: argparse.Namespace) -> dict[str, int]:
     """The size keywords given on the command line (only those set)."""
-    return {k: getattr(args, k) for k in ("rows", "cols", "size") if getattr(args, k) is not None}
+    return {k: getattr(args, k) for k in _size_keywords() if getattr(args, k) is not None}
 
 
 def add_game_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--game", required=True, choices=games.names())
-    parser.add_argument("--rows", type=int, help="board rows (dots_and_boxes, chain_reaction)")
-    parser.add_argument("--cols", type=int, help="board columns (dots_and_boxes, chain_reaction)")
-    parser.add_argument("--size", type=int, help="board size (othello: 8 or 6)")
+    for key, uses in _size_keywords().items():
+        parser.add_argument(f"--{key}", type=int, help=f"board {key} ({uses})")
 
 
 def run(
