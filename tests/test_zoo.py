@@ -1,0 +1,168 @@
+"""The model zoo (azjax.zoo) and its agent specs, through every door: `azjax-eval` (matches,
+`--zoo`), `azjax-play`, the browser server and `scripts/replay.py`.
+
+A tiny Tic-Tac-Toe model exported in the test stands in for the shipped models; the zoo is
+pointed at it with AZJAX_ZOO_DIR.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import pathlib
+import shutil
+import sys
+
+import jax
+import pytest
+from helpers import write_tiny_run
+from starlette.testclient import TestClient
+
+import games
+from azjax import agents, export, zoo
+from azjax.cli import evaluate, play
+from azjax.config import Config, GameConfig
+from azjax.network import NetworkConfig, init_params, make_network
+from azjax.web.app import create_app
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TTT = games.make("tictactoe")
+C4 = games.make("connect4")
+
+
+@pytest.fixture(scope="module")
+def zoo_dir(tmp_path_factory):
+    """A zoo with `tictactoe` (exported from a tiny run) and `c4` (a Connect4 net)."""
+    root = tmp_path_factory.mktemp("zoo")
+    write_tiny_run(root / "run")
+    folder = root / "models"
+    folder.mkdir()
+    export.export_run(root / "run", folder / "tictactoe.azjax")
+    config = Config(game=GameConfig("connect4"), network=NetworkConfig(blocks=0, channels=4))
+    params = init_params(make_network(C4, config.network), C4, jax.random.key(0))
+    export.save_model(folder / "c4.azjax", config, params, export.make_card(config, params, "c4"))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def use_zoo(zoo_dir, monkeypatch):
+    monkeypatch.setenv(zoo.ENV, str(zoo_dir))
+
+
+def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch):
+    assert zoo.directory() == zoo_dir
+    assert zoo.names() == ["c4", "tictactoe"]
+    assert zoo.names(TTT) == ["tictactoe"] and zoo.names(C4) == ["c4"]
+    assert zoo.names(games.make("othello")) == []
+    assert zoo.default(TTT) == "tictactoe" and zoo.default(C4) == "c4"
+    assert zoo.default(games.make("othello")) is None
+    assert zoo.path("c4") == zoo_dir / "c4.azjax"
+    config, _, card = zoo.load("tictactoe")
+    assert config.game.make() is TTT and card == zoo.card("tictactoe")
+    for bad in ("nope", "../models/c4"):
+        with pytest.raises(ValueError, match=r"no zoo model .* the zoo has: c4, tictactoe"):
+            zoo.path(bad)
+    table = zoo.table().splitlines()
+    assert table[0].split() == ["name", "game", "size", "iteration", "strength"]
+    assert table[2].split() == ["tictactoe", "tictactoe", "-", "2", "-"]
+
+    monkeypatch.delenv(zoo.ENV)  # the package's own folder
+    assert zoo.directory() == pathlib.Path(zoo.__file__).parent
+    assert all(zoo.path(name).is_file() for name in zoo.names())
+
+
+def test_zoo_specs_parse_make_and_refuse():
+    assert agents.parse_spec("zoo:tictactoe") == agents.Spec("zoo", model="tictactoe")
+    assert agents.parse_spec("zoo:c4:50") == agents.Spec("zoo", number=50, model="c4")
+    assert agents.parse_spec("policy-zoo:c4") == agents.Spec("policy-zoo", model="c4")
+    for bad, message in [
+        ("zoo:", "zoo needs a zoo model NAME"),
+        ("zoo:a/b", "zoo needs a zoo model NAME"),
+        ("zoo:c4:0", "zoo needs SIMS >= 1"),
+        ("policy-zoo:c4:5", "policy-zoo needs a zoo model NAME"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            agents.parse_spec(bad)
+    assert agents.make("zoo:tictactoe", TTT).name == "zoo:tictactoe"
+    assert agents.make("zoo:tictactoe:3", TTT).name == "zoo:tictactoe:3"
+    policy = agents.make("policy-zoo:tictactoe", TTT)
+    assert policy.name == "policy-zoo:tictactoe"
+    state = TTT.init(jax.random.key(0))
+    assert bool(state.legal_action_mask[policy(state, jax.random.key(1))])
+    with pytest.raises(ValueError, match=r"zoo model c4 was trained on connect4 .* tictactoe game"):
+        agents.make("zoo:c4", TTT)
+    with pytest.raises(ValueError, match="no zoo model 'nope'"):
+        agents.make("policy-zoo:nope", TTT)
+
+
+def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(zoo.ENV, str(shutil.copytree(zoo_dir, tmp_path / "zoo")))  # cards change
+    result = tmp_path / "match.json"
+    args = ["--a", "zoo:tictactoe", "--b", "random", "--games", "4", "--quiet"]
+    assert evaluate.main([*args, "--json", str(result)]) == 0  # the game comes from the model
+    match = json.loads(result.read_text())
+    assert match["game"] == "tictactoe" and match["match"]["a"] == "zoo:tictactoe"
+
+    model = zoo.path("tictactoe")
+    from azjax.cli.export import main as export_main
+
+    assert export_main(["--card-only", str(model), "--strength", str(result)]) == 0
+    capsys.readouterr()
+    listing = tmp_path / "zoo.json"
+    assert evaluate.main(["--zoo", "--json", str(listing)]) == 0
+    out = capsys.readouterr().out
+    assert f"vs random {match['match']['score']:.0%} of 4" in out
+    assert "c4         connect4" in out
+    cards = json.loads(listing.read_text())["zoo"]
+    assert [c["name"] for c in cards] == ["c4", "tictactoe"]
+
+    assert evaluate.main(["--a", "zoo:c4", "--b", "random", "--game", "tictactoe"]) == 2
+    assert "zoo model c4 was trained on connect4" in capsys.readouterr().err
+
+
+def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
+    assert play.default_opponent(TTT) == "zoo:tictactoe"
+    assert play.default_opponent(games.make("othello")) == play.FALLBACK_OPPONENT
+    save = tmp_path / "game.json"
+    moves = "hint\n" + "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(moves))
+    play.main(["--game", "tictactoe", "--save", str(save)])
+    out = capsys.readouterr().out
+    assert "zoo:tictactoe is O" in out
+    assert "Hint from the zoo model tictactoe with search:" in out
+    assert "Moves: " in out
+    assert json.loads(save.read_text())["opponent"] == "zoo:tictactoe"
+
+
+def test_browser_server_offers_zoo_models_without_runs():
+    with TestClient(create_app(None, evaluate=False)) as client:
+        options = client.get("/api/options").json()
+        assert options["zoo"] == [
+            {"name": "c4", "game": "connect4", "kwargs": {}, "strength": "-", "default": True},
+            {
+                **{"name": "tictactoe", "game": "tictactoe", "kwargs": {}},
+                **{"strength": "-", "default": True},
+            },
+        ]
+        body = {"game": "tictactoe", "opponent": "zoo:tictactoe", "human": 1}
+        response = client.post("/api/games", json=body)
+        assert response.status_code == 201, response.text
+        view = response.json()
+        assert view["opponent"] == "zoo:tictactoe" and view["ply"] == 1  # it opened
+        hint = client.post(f"/api/games/{view['id']}/hint", json={"ply": 1})
+        assert hint.status_code == 200 and hint.json()["moves"]
+        body = {"game": "tictactoe", "opponent": "policy-zoo:tictactoe"}
+        assert client.post("/api/games", json=body).status_code == 201
+        response = client.post("/api/games", json={"game": "tictactoe", "opponent": "zoo:c4"})
+        assert response.status_code == 400 and "unknown opponent" in response.json()["error"]
+
+
+def test_replay_script_plays_zoo_agents(tmp_path):
+    spec = importlib.util.spec_from_file_location("replay", ROOT / "scripts" / "replay.py")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    out = tmp_path / "frames"
+    args = ["--game", "tictactoe", "--agents", "zoo:tictactoe", "policy-zoo:tictactoe"]
+    replay.main([*args, "--out", str(out)])
+    assert len(list(out.glob("*.svg"))) >= 6  # the start and at least five moves
