@@ -17,6 +17,8 @@ compiled once per (game, spec) and shared by all games.
 from __future__ import annotations
 
 import collections
+import functools
+import inspect
 import json
 import pathlib
 import secrets
@@ -40,14 +42,32 @@ STATIC = pathlib.Path(__file__).resolve().parent / "static"
 MAX_BODY = 4096  # bytes; every request of this API fits in far less
 MAX_DEPTH = 4  # levels of nested lists and objects; this API's requests use two
 BASELINES = ("random", "greedy", "alphabeta:2", "alphabeta:4", "mcts:100", "mcts:400")
-# Sizes offered per game: keyword -> (default, allowed values).
-SIZES: dict[str, dict[str, tuple[int, tuple[int, ...]]]] = {
-    "tictactoe": {},
-    "connect4": {},
-    "othello": {"size": (8, (6, 8))},
-    "dots_and_boxes": {"rows": (3, tuple(range(2, 7))), "cols": (3, tuple(range(2, 7)))},
-    "chain_reaction": {"rows": (5, tuple(range(3, 10))), "cols": (5, tuple(range(3, 10)))},
-}
+
+
+@functools.cache
+def sizes(name: str) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """The size keywords of game `name`: keyword -> (default, accepted values), from the game's
+    `sizes` and its constructor's defaults; values its constructor refuses are left out."""
+    game_cls = type(games.make(name))
+    parameters = inspect.signature(game_cls).parameters
+    out = {}
+    for key, (low, high) in game_cls.sizes.items():
+        values = []
+        for value in range(low, high + 1):
+            try:
+                game_cls(**{key: value})
+            except ValueError:
+                continue
+            values.append(value)
+        out[key] = (parameters[key].default, tuple(values))
+    return out
+
+
+def default_kwargs(name: str) -> dict[str, int]:
+    """The default size keywords of game `name` (none for a game this azjax does not have)."""
+    if name not in games.names():
+        return {}
+    return {key: default for key, (default, _) in sizes(name).items()}
 
 
 class ApiError(Exception):
@@ -173,8 +193,7 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
                 if usable is None:  # every checkpoint damaged: not offered
                     continue
                 newest, game = usable
-                sizes = SIZES.get(game["name"], {})
-                kwargs = {k: default for k, (default, _) in sizes.items()}
+                kwargs = default_kwargs(game["name"])
                 kwargs.update(game.get("kwargs") or {})  # defaults filled in, to compare
                 found.append(
                     {
@@ -197,7 +216,7 @@ def find_zoo() -> list[dict[str, Any]]:
         try:
             card = zoo.card(name)
             game = card["game"]["name"]
-            kwargs = {k: default for k, (default, _) in SIZES.get(game, {}).items()}
+            kwargs = default_kwargs(game)
             kwargs.update(card["game"]["kwargs"])
             default = zoo.default(games.make(game, **kwargs)) == name  # the page's first choice
         except ValueError:  # damaged, or a game this azjax does not have: not offered
@@ -232,11 +251,11 @@ def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> 
 
 def game_kwargs(name: Any, given: Any) -> dict[str, int]:
     """Validated size keywords for game `name` (defaults filled in)."""
-    if name not in SIZES:
-        raise ApiError(400, f"unknown game {name!r}; expected one of {sorted(SIZES)}")
+    if not isinstance(name, str) or name not in games.names():
+        raise ApiError(400, f"unknown game {name!r}; expected one of {games.names()}")
     if not isinstance(given, dict):
         raise ApiError(400, f"kwargs must be an object, got {type(given).__name__}")
-    allowed = SIZES[name]
+    allowed = sizes(name)
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ApiError(
@@ -263,7 +282,7 @@ def board_svg(session: Session, index: int | None = None, clickable: bool = Fals
     game = session.game
     index = len(session.plies) if index is None else index
     last = session.plies[index - 1].action if index > 0 else None
-    return svg.to_svg(game, session.states[index], last_action=last, clickable=clickable)
+    return game.svg(session.states[index], last_action=last, clickable=clickable)
 
 
 def ply_frames(session: Session, index: int) -> list[str]:
@@ -272,7 +291,7 @@ def ply_frames(session: Session, index: int) -> list[str]:
     frames = []
     if hasattr(game, "chain_levels"):
         levels = game.chain_levels(session.states[index], ply.action)
-        frames = [svg.to_svg(game, board=b, last_action=ply.action) for b in levels[:-1]]
+        frames = [game.svg(board=b, last_action=ply.action) for b in levels[:-1]]
     return [*frames, board_svg(session, index + 1)]
 
 
@@ -297,7 +316,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[s
         "opponent": session.opponent,
         "analyst": session.analyst,
         "human": session.human,
-        "players": svg.PLAYERS[game.name],
+        "players": game.players,
         "ply": len(session.plies),
         "to_move": None if session.over else int(state.current_player),
         "score": svg.score(game, game.board(state)),
@@ -361,10 +380,12 @@ def create_app(
                 "games": [
                     {
                         "name": name,
-                        "players": svg.PLAYERS[name],
-                        "sizes": {k: {"default": d, "values": v} for k, (d, v) in sizes.items()},
+                        "players": games.make(name).players,
+                        "sizes": {
+                            k: {"default": d, "values": v} for k, (d, v) in sizes(name).items()
+                        },
                     }
-                    for name, sizes in SIZES.items()
+                    for name in games.names()
                 ],
                 "baselines": list(BASELINES),
                 "zoo": await run_in_threadpool(find_zoo),
