@@ -16,6 +16,7 @@ import sys
 
 import jax
 import pytest
+import test_browser
 from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
@@ -27,6 +28,7 @@ from azjax.network import NetworkConfig, init_params, make_network
 from azjax.web.app import create_app
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+browser, server = test_browser.browser, test_browser.server  # headless Chromium, the app
 TTT = games.make("tictactoe")
 C4 = games.make("connect4")
 
@@ -156,6 +158,22 @@ def test_browser_server_offers_zoo_models_without_runs():
         assert client.post("/api/games", json=body).status_code == 201
         response = client.post("/api/games", json={"game": "tictactoe", "opponent": "zoo:c4"})
         assert response.status_code == 400 and "unknown opponent" in response.json()["error"]
+
+
+def test_the_page_picks_the_zoo_model_unless_the_person_chose(browser, server):
+    page = browser.new_page()
+    page.goto(server)
+    page.wait_for_selector("body[data-ready=true]")
+    chosen = []
+    for game in ("tictactoe", "connect4", "othello", "tictactoe", "connect4"):
+        page.select_option("#game", game)
+        chosen.append(page.input_value("#opponent"))
+        if game == "othello":
+            page.select_option("#opponent", "greedy")  # the person's choice is kept from now on
+    assert chosen == ["zoo:tictactoe", "zoo:c4", "random", "greedy", "greedy"]
+    page.select_option("#opponent", "zoo:c4")
+    page.select_option("#game", "tictactoe")  # not offered here: the game's own default
+    assert page.input_value("#opponent") == "zoo:tictactoe"
 
 
 def test_replay_script_plays_zoo_agents(tmp_path):

@@ -6,6 +6,7 @@ const FRAME_MS = 260; // one Chain Reaction explosion level
 let options = null;
 let current = null; // the latest view from the server
 let busy = false;
+let chosenOpponent = null; // picked by the person: kept across games and sizes that offer it
 const TITLES = {
   tictactoe: "Tic-Tac-Toe",
   connect4: "Connect Four",
@@ -66,9 +67,8 @@ function fillSetup() {
 function fillOpponents() {
   const name = $("game").value;
   const kwargs = sizeValues();
-  const keep = $("opponent").value;
   $("opponent").replaceChildren();
-  let fallback = null; // the zoo's model for this game, chosen unless the choice is kept
+  let fallback = null; // the zoo's model for this game, else the first baseline
   for (const model of options.zoo) {
     if (model.game !== name || !sameKwargs(model.kwargs, kwargs)) continue;
     const strength = model.strength === "-" ? "" : ` (${model.strength})`;
@@ -86,8 +86,8 @@ function fillOpponents() {
       $("opponent").add(new Option(`${kind}: ${name} (step ${step})`, spec));
     }
   }
-  if ([...$("opponent").options].some((o) => o.value === keep)) $("opponent").value = keep;
-  else $("opponent").value = fallback ?? options.baselines[0];
+  const keep = [...$("opponent").options].some((o) => o.value === chosenOpponent);
+  $("opponent").value = keep ? chosenOpponent : (fallback ?? options.baselines[0]);
 }
 
 function playerName(view, player) {
@@ -267,6 +267,7 @@ async function start() {
   }
   for (const g of options.games) $("game").add(new Option(TITLES[g.name] || g.name, g.name));
   $("game").addEventListener("change", fillSetup);
+  $("opponent").addEventListener("change", () => (chosenOpponent = $("opponent").value));
   $("new").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
   $("hint").addEventListener("click", hint);
