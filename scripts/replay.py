@@ -27,6 +27,8 @@ from azjax.cli.args import check_writable_file, seed_arg
 from games import svg
 
 CAPTION = 34.0  # pixels under the board for the move caption
+HIGHLIGHT = "#f1c40f"  # Chain Reaction's colour for a cell at critical mass and the last move
+INK = "#333333"
 
 
 def split_moves(text: str) -> list[str]:
@@ -77,14 +79,56 @@ def read_record(path: str) -> dict[str, Any]:
 
 def captioned(pic: svg.Picture, text: str) -> svg.Picture:
     """The picture with a line of text under it."""
-    label = svg.Shape("text", (pic.width / 2, pic.height + CAPTION / 2, 16), "#333333", text=text)
+    label = svg.Shape("text", (pic.width / 2, pic.height + CAPTION / 2, 16), INK, text=text)
     return dataclasses.replace(pic, height=pic.height + CAPTION, shapes=(*pic.shapes, label))
+
+
+def with_legend(pic: svg.Picture) -> svg.Picture:
+    """The picture with a legend of the Chain Reaction marks under it: the highlighted disc
+    of a cell at critical mass (as many orbs as neighbours), the frame of the last move, and
+    the number written on a cell of more than three orbs."""
+    size, step = 12.0, 18.0
+    rows = [
+        ("circle", "critical mass (= neighbours): explodes"),
+        ("rect", "last move"),
+        ("text", "orbs, when more than 3"),
+    ]
+    from PIL import ImageFont
+
+    length = ImageFont.load_default(size=size).getlength  # the font GIF frames are drawn in
+    shapes = list(pic.shapes)
+    width = max(length(text) for _, text in rows)
+    left = (pic.width - width) / 2 + size  # where each line starts, its icon before it
+    for i, (icon, text) in enumerate(rows):
+        y = pic.height + step * (i + 0.5)
+        x = left - size
+        if icon == "circle":
+            shapes.append(svg.Shape("circle", (x, y, size * 0.55), HIGHLIGHT))
+        elif icon == "rect":
+            box = (x - size / 2, y - size / 2, size, size)
+            shapes.append(svg.Shape("rect", box, None, HIGHLIGHT, 2))
+        else:
+            shapes.append(svg.Shape("text", (x, y, size), svg.COUNT_COLOUR, text="5"))
+        centre = left + length(text) / 2
+        shapes.append(svg.Shape("text", (centre, y, size), INK, text=text))
+    height = pic.height + step * len(rows) + 6
+    return dataclasses.replace(pic, height=height, shapes=tuple(shapes))
 
 
 def frames(
     game: games.Game, actions: Sequence[int], names: Sequence[str], cell: float
 ) -> list[tuple[svg.Picture, bool]]:
-    """(picture, is_final_position_of_a_move) for the start and every move of the game."""
+    """(picture, is_final_position_of_a_move) for the start and every move of the game; games
+    drawn level by level (Chain Reaction) get a legend of their marks."""
+    pictures = _frames(game, actions, names, cell)
+    if hasattr(game, "chain_levels"):
+        pictures = [(with_legend(pic), final) for pic, final in pictures]
+    return pictures
+
+
+def _frames(
+    game: games.Game, actions: Sequence[int], names: Sequence[str], cell: float
+) -> list[tuple[svg.Picture, bool]]:
     state = game.init(jax.random.key(0))
     out = [(captioned(svg.picture(game, state, cell=cell), "start"), True)]
     for i, action in enumerate(actions):

@@ -222,3 +222,19 @@ def test_plot_panels_have_one_meaning_and_unit_each(tmp_path):
     axes = plot.figure(str(tmp_path)).axes
     shown = {ax.get_title(): ax.get_ylabel() for ax in axes if ax.get_title()}
     assert shown == {t: units.get(t, t) for t in groups}
+
+
+def test_replay_explains_the_chain_reaction_marks_in_a_legend():
+    import games
+
+    replay = load_script("replay")
+    game = games.make("chain_reaction", rows=3, cols=3)
+    pictures = replay.frames(game, [0, 8, 0], game.players, 40.0)
+    for picture, _ in pictures:  # every frame the same size, each with the legend
+        texts = [s.text for s in picture.shapes if s.kind == "text"]
+        assert any("critical mass" in t for t in texts), texts
+        assert any("last move" in t for t in texts)
+        assert picture.height == pictures[0][0].height
+    ttt = games.make("tictactoe")
+    for picture, _ in replay.frames(ttt, [4], ttt.players, 40.0):
+        assert not any("critical mass" in s.text for s in picture.shapes)

@@ -236,7 +236,8 @@ def test_replay_gif_has_a_frame_per_move_and_chain_level(tmp_path):
     files = sorted(folder.glob("frame_*.svg"))
     assert len(files) == 5
     exploding = parse(files[3].read_text())
-    assert count(exploding, "circle", fill="#f1c40f") == 1  # the unstable corner, highlighted
+    # The unstable corner, highlighted, and the legend's sample of the mark.
+    assert count(exploding, "circle", fill="#f1c40f") == 2
     assert "3. Red 1,1" in files[3].read_text()
 
 
