@@ -241,3 +241,15 @@ def test_end_of_input_says_so_and_saves(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "End of input: the game is left unfinished." in out
     assert len(json.loads(save.read_text())["moves"]) == 2
+
+
+def test_help_lists_every_notation_and_the_commands(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        play.main(["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for name in games.names():
+        assert " ".join(games.make(name).notation_help().split()) in text, name
+    for command in ("undo", "hint", "quit"):
+        assert f"{command}:" in text
+    assert "--as {first,second} play first (player 0) or second" in text

@@ -76,6 +76,10 @@ def test_page_static_files_and_options(client, runs):
     assert {g["name"] for g in options["games"]} == set(games.names())
     othello = next(g for g in options["games"] if g["name"] == "othello")
     assert othello["sizes"]["size"]["values"] == [6, 8]
+    chain = next(g for g in options["games"] if g["name"] == "chain_reaction")
+    assert (
+        chain["sizes"]["rows"]["values"] == chain["sizes"]["cols"]["values"] == list(range(2, 13))
+    )
     assert "random" in options["baselines"] and "mcts:100" in options["baselines"]
     assert options["runs"] == [
         {"path": str(runs / "group" / "ttt"), "game": "tictactoe", "kwargs": {}, "steps": [1, 2]}

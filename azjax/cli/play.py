@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import json
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
@@ -360,8 +361,31 @@ def default_opponent(game: games.Game) -> str:
     return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
 
 
+def _epilog() -> str:
+    """The notation of every game and the commands at the prompt, for --help."""
+    lines = ["moves, numbered from 1 as the board is labelled (shown at the default size):"]
+    for name in games.names():
+        text = games.make(name).notation_help()
+        lines += textwrap.wrap(
+            text, 96, initial_indent=f"  {name + ':':16}", subsequent_indent=" " * 18
+        )
+    lines += [
+        "",
+        "commands at the prompt:",
+        "  undo: take back to your previous turn",
+        "  hint: the best moves here and your position's value, by a search (takes seconds)",
+        "  quit: leave (as do Ctrl-C and end of input); --save keeps the game so far",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="azjax-play", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="azjax-play",
+        description=__doc__.split("\n\n")[0],
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_game_arguments(parser)
     parser.add_argument(
         "--opponent",
@@ -369,7 +393,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS], policy-zoo:NAME (default: the zoo's "
         f"model for the game, else {FALLBACK_OPPONENT})",
     )
-    parser.add_argument("--as", dest="side", choices=("first", "second"), default="first")
+    parser.add_argument(
+        "--as",
+        dest="side",
+        choices=("first", "second"),
+        default="first",
+        help="play first (player 0) or second (default first)",
+    )
     parser.add_argument(
         "--seed", type=seed_arg, default=0, help="PRNG seed of the agent's moves (default 0)"
     )
