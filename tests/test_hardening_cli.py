@@ -238,3 +238,14 @@ def test_replay_explains_the_chain_reaction_marks_in_a_legend():
     ttt = games.make("tictactoe")
     for picture, _ in replay.frames(ttt, [4], ttt.players, 40.0):
         assert not any("critical mass" in s.text for s in picture.shapes)
+
+
+@pytest.mark.parametrize("option", ["--json", "--png"])
+def test_eval_checks_output_paths_before_playing(option, tmp_path, capsys):
+    (tmp_path / "file.txt").write_text("not a folder")
+    bad = str(tmp_path / "file.txt" / "out")
+    argv = ["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "2", "--quiet"]
+    assert evaluate.main([*argv, option, bad]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"azjax-eval: {option} {bad}") and "\n" not in err.strip(), err
+    assert "random vs random" not in out  # refused before the games

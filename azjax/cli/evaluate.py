@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from azjax.cli import use_compilation_cache
-from azjax.cli.args import SEED_RANGE, seed_arg
+from azjax.cli.args import SEED_RANGE, check_writable_file, seed_arg
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 
@@ -153,6 +153,15 @@ def _print_ratings(ratings) -> None:
     print(f"\nElo (maximum likelihood, {ratings.anchor} = 0):")
     for name, rating, err in ratings.table():
         print(f"  {name:40s} {rating:8.1f} ± {err:.1f}")
+
+
+def _check_output(path: pathlib.Path, option: str) -> None:
+    """Refuse an output file that cannot be written (its folders are made as needed)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{option} {path}: cannot make its folder ({err.strerror})") from None
+    check_writable_file(str(path), option)
 
 
 def _write_json(path: pathlib.Path | None, data: dict) -> None:
@@ -341,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     use_compilation_cache()
     try:
+        for option, path in (("--json", args.json), ("--png", args.png)):
+            if path is not None:  # before the games, so that their results are never lost
+                _check_output(path, option)
         if args.a is not None:
             data = _match(args)
         elif args.round_robin is not None:
