@@ -167,11 +167,13 @@ def write_svgs(pictures: Sequence[tuple[svg.Picture, bool]], folder: pathlib.Pat
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", choices=games.names())
-    parser.add_argument("--rows", type=int)
-    parser.add_argument("--cols", type=int)
-    parser.add_argument("--size", type=int)
+    parser.add_argument("--rows", type=int, help="board rows (dots_and_boxes, chain_reaction)")
+    parser.add_argument("--cols", type=int, help="board columns (dots_and_boxes, chain_reaction)")
+    parser.add_argument("--size", type=int, help="board size (othello)")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--moves", help="the moves in the game's notation")
+    source.add_argument(
+        "--moves", help="the moves in the game's notation, counted from 1 (azjax-play --help)"
+    )
     source.add_argument("--record", help="a game saved by azjax-play --save")
     source.add_argument("--agents", nargs=2, metavar=("FIRST", "SECOND"), help="agent specs")
     parser.add_argument("--seed", type=seed_arg, default=0, help="PRNG seed for --agents")
