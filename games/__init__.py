@@ -1,18 +1,27 @@
 """Pure, jittable board-game rules: `games.make(name, **kwargs)` and `games.names()`.
 
-This package never imports `azjax`; people use it on its own.
+This package never imports `azjax`; people use it on its own. `games.register(name, cls)` adds
+a game defined elsewhere; the modules named in the environment variable `AZJAX_GAMES`
+(colon-separated, e.g. `AZJAX_GAMES=my_games.connect3`) are imported before the first
+`names()` or `make()`, so that a module registering its games there reaches every azjax
+command line tool.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from typing import Any
 
+from games import testing
 from games.core import Game, IllegalMoveError, Symmetry
 
-# name -> (module, class); modules load on first use so one game's import cost is paid alone.
-_REGISTRY: dict[str, tuple[str, str]] = {
+PLUGINS_ENV = "AZJAX_GAMES"
+
+# name -> (module, class) for the shipped games, loaded on first use so that one game's import
+# cost is paid alone; the class itself for registered ones.
+_REGISTRY: dict[str, tuple[str, str] | type[Game]] = {
     "tictactoe": ("games.tictactoe", "TicTacToe"),
     "connect4": ("games.connect4", "Connect4"),
     "othello": ("games.othello", "Othello"),
@@ -23,8 +32,46 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 _CACHE: dict[tuple[str, tuple[tuple[str, Any], ...]], Game] = {}
 
 
+def register(name: str, cls: type[Game]) -> None:
+    """Add a game defined outside this package: `make(name, **kwargs)` returns `cls(**kwargs)`.
+
+    `name` must equal `cls.name`. Registering the same class again does nothing; another class
+    under a taken name is refused (ValueError), as is anything but a concrete `Game` subclass
+    (TypeError).
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Game)):
+        raise TypeError(f"games.register({name!r}, {cls!r}): not a subclass of games.Game")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise TypeError(f"games.register({name!r}, {cls.__name__}): {missing} not implemented")
+    if getattr(cls, "name", None) != name:
+        raise ValueError(
+            f"games.register({name!r}, {cls.__name__}): the class's name is "
+            f"{getattr(cls, 'name', None)!r}; set `name = {name!r}` on the class"
+        )
+    known = _REGISTRY.get(name)
+    if known is None or known is cls or known == (cls.__module__, cls.__qualname__):
+        _REGISTRY[name] = known or cls
+        return
+    taken = known if isinstance(known, tuple) else (known.__module__, known.__qualname__)
+    raise ValueError(
+        f"games.register({name!r}, {cls.__module__}.{cls.__qualname__}): the name is taken by "
+        f"{'.'.join(taken)}"
+    )
+
+
+def _load_plugins() -> None:
+    """Import the modules named in AZJAX_GAMES (each registers its games when imported)."""
+    for module in filter(None, os.environ.get(PLUGINS_ENV, "").split(":")):
+        try:
+            importlib.import_module(module.strip())
+        except ImportError as err:
+            raise ValueError(f"{PLUGINS_ENV}: cannot import game module {module!r}: {err}") from err
+
+
 def names() -> list[str]:
     """The registered game names."""
+    _load_plugins()
     return sorted(_REGISTRY)
 
 
@@ -34,10 +81,15 @@ def make(name: str, **kwargs: Any) -> Game:
     The same game (defaults filled in: `make("othello")` is `make("othello", size=8)`) is the
     same object, so jitted functions closing over it are compiled once.
     """
+    _load_plugins()
     if name not in _REGISTRY:
         raise ValueError(f"unknown game {name!r}; expected one of {', '.join(names())}")
-    module, cls = _REGISTRY[name]
-    game_cls = getattr(importlib.import_module(module), cls)
+    entry = _REGISTRY[name]
+    if isinstance(entry, tuple):
+        module, cls = entry
+        game_cls = getattr(importlib.import_module(module), cls)
+    else:
+        game_cls = entry
     try:
         bound = inspect.signature(game_cls).bind(**kwargs)
     except TypeError as err:
@@ -50,4 +102,4 @@ def make(name: str, **kwargs: Any) -> Game:
     return _CACHE[key]
 
 
-__all__ = ["Game", "IllegalMoveError", "Symmetry", "make", "names"]
+__all__ = ["Game", "IllegalMoveError", "Symmetry", "make", "names", "register", "testing"]

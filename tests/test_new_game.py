@@ -1,0 +1,216 @@
+"""A game defined outside the `games` package, end to end: Connect Three on a 4x4 board goes
+through `games.testing.check_game`, `games.register`, training, the arena, the web API and,
+registered by `AZJAX_GAMES`, the command line."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+from starlette.testclient import TestClient
+
+import games
+from azjax import agents, arena
+from azjax.config import load_config
+from azjax.train import train_and_evaluate
+from azjax.web.app import create_app
+from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
+from games.testing import check_game
+
+SIZE = 4
+# Every line of three cells on the 4x4 board (cell = row * 4 + col, row 0 at the top).
+_LINES = np.array(
+    [
+        [(r + i * dr) * SIZE + c + i * dc for i in range(3)]
+        for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1))
+        for r in range(SIZE)
+        for c in range(SIZE)
+        if 0 <= r + 2 * dr < SIZE and 0 <= c + 2 * dc < SIZE
+    ],
+    np.int32,
+)
+
+
+@struct.dataclass
+class State:
+    current_player: Array  # int32
+    legal_action_mask: Array  # bool[4]
+    terminated: Array  # bool
+    rewards: Array  # float32[2]
+    board: Array  # int8[16]: +1 player 0, -1 player 1, 0 empty
+
+
+class ConnectThree(Game):
+    """Discs drop to the lowest empty cell of a column; three in a row wins."""
+
+    name = "connect3"
+
+    def __init__(self) -> None:
+        self.num_actions = SIZE
+        self.observation_shape = (SIZE, SIZE, 2)
+        self.max_game_length = SIZE * SIZE
+
+    def init(self, key: Array) -> State:
+        del key
+        return self._new_game(State, board=jnp.zeros(SIZE * SIZE, jnp.int8))
+
+    def _apply(self, state: State, action: Array) -> State:
+        sign = jnp.where(state.current_player == 0, 1, -1).astype(jnp.int8)
+        height = jnp.sum(state.board.reshape(SIZE, SIZE)[:, action] != 0)
+        board = state.board.at[(SIZE - 1 - height) * SIZE + action].set(sign)
+        won = jnp.any(jnp.all(board[_LINES] == sign, axis=1))
+        terminated = won | jnp.all(board != 0)
+        mover = jnp.where(won, 1.0, 0.0)
+        return State(
+            current_player=1 - state.current_player,
+            legal_action_mask=(board[:SIZE] == 0) & ~terminated,
+            terminated=terminated,
+            rewards=jnp.where(jnp.arange(2) == state.current_player, mover, -mover),
+            board=board,
+        )
+
+    def observe(self, state: State) -> Array:
+        sign = jnp.where(state.current_player == 0, 1, -1).astype(jnp.int8)
+        planes = jnp.stack([state.board == sign, state.board == -sign], axis=-1)
+        return planes.astype(jnp.float32).reshape(self.observation_shape)
+
+    def board(self, state: State) -> Array:
+        return state.board.astype(jnp.int32).reshape(SIZE, SIZE)
+
+    def render(self, state: State) -> str:
+        labels = [str(c + 1) for c in range(SIZE)]
+        return render_grid(self.board(state), {1: "X", -1: "O", 0: "."}, col_labels=labels)
+
+    @property
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        columns = np.broadcast_to(np.arange(SIZE), (SIZE, SIZE))
+        return grid_symmetries(columns, SIZE, names=("identity", "flip_lr"))
+
+    def _parse(self, text: str) -> int:
+        if not text.isdigit() or not 1 <= int(text) <= SIZE:
+            raise ValueError(f"expected a column 1-{SIZE}")
+        return int(text) - 1
+
+    def format_action(self, action: int) -> str:
+        return str(self._action_index(action) + 1)
+
+
+games.register("connect3", ConnectThree)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TINY = [  # tests/test_train.py's tiny run
+    "game.name=connect3",
+    "network.blocks=0",
+    "network.channels=8",
+    "search.num_simulations=4",
+    "search.max_num_considered_actions=4",
+    "selfplay.batch_size=8",
+    "selfplay.chunk_moves=16",
+    "selfplay.full_search_prob=1.0",
+    "replay.capacity=512",
+    "replay.min_size=16",
+    "train.batch_size=32",
+    "train.steps_per_iteration=4",
+    "train.iterations=2",
+    "eval.every=0",
+    "eval.opponents=[random]",
+    "eval.final_num_games=0",
+    "checkpoint.every=1",
+]
+
+
+def test_rules():
+    game = games.make("connect3")
+    state = game.init(jax.random.key(0))
+    for column in (0, 1, 0, 1):
+        state = game.step(state, column)
+    np.testing.assert_array_equal(game.board(state)[-2:], [[1, -1, 0, 0], [1, -1, 0, 0]])
+    state = game.step(state, 0)  # three in column 1
+    assert bool(state.terminated) and state.rewards.tolist() == [1.0, -1.0]
+
+
+def test_check_game_passes():
+    check_game(games.make("connect3"), num_games=32)
+
+
+def test_check_game_names_what_broke():
+    class NoGravity(ConnectThree):
+        name = "no_gravity"
+
+        def observe(self, state: State) -> Array:
+            return super().observe(state)[:, :, :1]
+
+    with pytest.raises(AssertionError, match=r"no_gravity: observe must give float32\[4, 4, 2\]"):
+        check_game(NoGravity(), num_games=2)
+
+
+def test_register_refuses_clashes_and_non_games():
+    games.register("connect3", ConnectThree)  # the same class again: nothing changes
+    assert games.make("connect3") is games.make("connect3")
+
+    class Other(ConnectThree):
+        pass
+
+    with pytest.raises(ValueError, match=r"name is taken by test_new_game\.ConnectThree"):
+        games.register("connect3", Other)
+    Other.name = "connect4"
+    with pytest.raises(ValueError, match=r"taken by games\.connect4\.Connect4"):
+        games.register("connect4", Other)
+    with pytest.raises(ValueError, match="set `name = 'connect5'`"):
+        games.register("connect5", ConnectThree)
+    with pytest.raises(TypeError, match=r"not a subclass of games\.Game"):
+        games.register("connect3", object)
+    with pytest.raises(TypeError, match="_apply"):
+        games.register("half", type("Half", (Game,), {"name": "half"}))
+    assert "half" not in games.names()
+
+
+def test_plugin_module_must_import(monkeypatch):
+    monkeypatch.setenv(games.PLUGINS_ENV, "no_such_module_of_games")
+    with pytest.raises(ValueError, match="AZJAX_GAMES: cannot import game module"):
+        games.names()
+
+
+def test_train_then_play_in_the_arena_and_the_browser(tmp_path):
+    config = load_config(ROOT / "configs" / "tictactoe.yaml", TINY)
+    run = tmp_path / "connect3"
+    train_and_evaluate(config, run, progress=False)
+    game = games.make("connect3")
+    trained = agents.make(f"policy:{run}", game)
+    result = arena.match(game, trained, agents.make("random", game), 8, jax.random.key(0))
+    assert result.games == 8
+
+    with TestClient(create_app(str(tmp_path), evaluate=False)) as client:
+        options = client.get("/api/options").json()
+        assert "connect3" in [g["name"] for g in options["games"]]
+        assert [r["game"] for r in options["runs"]] == ["connect3"]
+        body = {"game": "connect3", "opponent": f"policy:{run}@2", "human": 0, "seed": 1}
+        view = client.post("/api/games", json=body)
+        assert view.status_code == 201, view.text
+        view = view.json()
+        assert view["svg"].startswith("<svg") and view["legal"] == ["1", "2", "3", "4"]
+        moved = client.post(f"/api/games/{view['id']}/move", json={"action": 1, "ply": 0})
+        assert moved.status_code == 200, moved.text
+        assert moved.json()["moves"][0]["notation"] == "2"
+
+
+def test_command_line_finds_a_plugin_game():
+    env = {**os.environ, games.PLUGINS_ENV: "test_new_game", "PYTHONPATH": str(ROOT / "tests")}
+    proc = subprocess.run(
+        [sys.executable, "scripts/play.py", "--game", "connect3", "--opponent", "random"],
+        input="\n".join(["1", "1", "1", "1", "quit"]) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "connect3" in proc.stdout
