@@ -25,11 +25,12 @@ _FIELDS = ("current_player", "legal_action_mask", "terminated", "rewards")
 def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) -> None:
     """Check `game` against the contract on `num_games` random games played to the end.
 
-    Checked: attributes; `init`, `step`, `observe`, `board`, `heuristic` and `score` eagerly,
-    under jit and under vmap; the State's contract fields and the observation's shape and
-    dtype; games end within `max_game_length`; rewards are zero-sum, +-1 or 0, and only on
-    the final transition; stepping a finished game is a no-op with zero rewards; an illegal
-    action makes the mover lose; symmetries commute with `step`; notation round-trips.
+    Checked: attributes (`players`, `colours`, `marks`, `sizes`, `move_order`); `init`,
+    `step`, `observe`, `board`, `heuristic` and `score` eagerly, under jit and under vmap;
+    the State's contract fields and the observation's shape and dtype; games end within
+    `max_game_length`; rewards are zero-sum, +-1 or 0, and only on the final transition;
+    stepping a finished game is a no-op with zero rewards; an illegal action makes the mover
+    lose; symmetries commute with `step`; notation round-trips; `render` and `svg` give text.
     """
     key = jax.random.key(0) if key is None else key
     _check_attributes(game)
@@ -194,8 +195,11 @@ def _check_fields(game: Game, states: State) -> None:
     _require(np.isin(states.current_player, (0, 1)).all(), game, "current_player not 0 or 1")
     live = ~states.terminated
     has_move = states.legal_action_mask.any(axis=-1)
-    _require((has_move == live).all(), game, "a live state must have a legal action, and a "
-             "terminated one none (legal_action_mask all False)")  # fmt: skip
+    _require(
+        (has_move == live).all(),
+        game,
+        "a live state must have a legal action, a terminated one none",
+    )
     _require(
         (states.terminated[:-1] <= states.terminated[1:]).all(),
         game,
