@@ -56,6 +56,10 @@ class OptimConfig:
     weight_decay: float = 0.0  # decoupled weight decay (adamw only)
     l2: float = 1e-4  # L2 penalty on weights in the loss
     value_weight: float = 1.0  # weight of the value MSE against the policy cross-entropy
+    # Weight of the auxiliary score MSE (the final score margin / num_actions, mover's view;
+    # 0: off). Needs a game with a score, network.score_head and a value target that waits
+    # for the game's end (selfplay.value_target z or mix).
+    score_weight: float = 0.0
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 disables)
 
 
@@ -65,6 +69,12 @@ class TrainConfig:
     steps_per_iteration: int = 16
     batch_size: int = 256  # positions per gradient step (global, over all devices)
     seed: int = 0
+    # Reanalyse: round(fraction * batch_size) positions of every batch are searched again with
+    # the latest parameters (search.*, no root noise) and get that search's policy target; the
+    # buffer then stores each position's game State. 0: off.
+    reanalyse_fraction: float = 0.0
+    reanalyse_value: bool = False  # also mix the re-searched root value into the value target
+    #   with weight selfplay.value_mix
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,11 +222,46 @@ def validate(config: Config) -> None:
         if not ok:
             value = _lookup(config, key)
             raise ConfigError(f"{key}={value!r}: {message}")
+    _validate_learning_extras(config)
     for i, spec in enumerate(e.opponents):
         try:
             agents.parse_spec(spec)
         except ValueError as err:
             raise ConfigError(f"eval.opponents[{i}]: {err}") from None
+
+
+def _validate_learning_extras(config: Config) -> None:
+    """The auxiliary score target and reanalyse: refuse settings they cannot honour."""
+    o, t, name = config.optim, config.train, config.game.name
+    has_score = getattr(config.game.make(), "has_score", False)
+    if o.score_weight < 0:
+        raise ConfigError(f"optim.score_weight={o.score_weight!r}: must be >= 0")
+    if config.network.score_head and not has_score:
+        raise ConfigError(f"network.score_head=true: {name} has no final score (has_score)")
+    if o.score_weight > 0:
+        if not has_score:
+            raise ConfigError(
+                f"optim.score_weight={o.score_weight!r}: {name} has no final score (has_score); "
+                "set optim.score_weight=0"
+            )
+        if not config.network.score_head:
+            raise ConfigError(
+                f"optim.score_weight={o.score_weight!r} needs network.score_head=true"
+            )
+        if config.selfplay.value_target == "q":
+            raise ConfigError(
+                f"optim.score_weight={o.score_weight!r} needs the game's end before a position "
+                "is stored: selfplay.value_target must be z or mix, not q"
+            )
+    if not 0.0 <= t.reanalyse_fraction <= 1.0:
+        raise ConfigError(f"train.reanalyse_fraction={t.reanalyse_fraction!r}: must be in [0, 1]")
+    if t.reanalyse_fraction > 0 and round(t.reanalyse_fraction * t.batch_size) < 1:
+        raise ConfigError(
+            f"train.reanalyse_fraction={t.reanalyse_fraction!r}: re-searches no position of a "
+            f"batch of train.batch_size={t.batch_size} (round(fraction * batch_size) is 0)"
+        )
+    if t.reanalyse_value and t.reanalyse_fraction == 0:
+        raise ConfigError("train.reanalyse_value=true needs train.reanalyse_fraction > 0")
 
 
 def _lookup(config: Any, key: str) -> Any:

@@ -5,6 +5,7 @@
                         -> + skip -> ReLU]
     policy: 1x1 conv (H) -> LN -> ReLU -> dense(num_actions)             -> logits
     value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
+    score:  (optional) the value head's dense(C) features -> dense(1)   -> unbounded
 
 Normalisation is LayerNorm over the channels of each board cell. It keeps no batch statistics,
 so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
@@ -32,6 +33,14 @@ board: the mean and the max of each channel over the cells, through a dense laye
 global pooling, which lets a block see beyond its 3x3 receptive field at once: whose turn it is
 to win a race, how much material each side has).
 
+With `score_head`, a second output of the value head predicts the game's final score margin
+(scaled by the number of actions; see `azjax.selfplay`), an auxiliary target that tells a close
+win from a crushing one. It shares the value head's features (so the margin shapes them) and
+is linear, not tanh: its targets are mostly well inside [-1, 1], where a tanh would only slow
+learning, and a few (Chain Reaction's mid-chain endings) may fall outside it. It is returned
+only when asked for, `apply(params, obs, with_score=True)`; every other caller sees the usual
+`(logits, value)`.
+
 Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
 dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
 """
@@ -58,6 +67,7 @@ class NetworkConfig:
     channels: int = 32
     head_channels: int = 8  # per-cell channels opening the policy and value heads
     global_pool: bool = False  # a whole-board bias in each residual block (see the module doc)
+    score_head: bool = False  # predict the final score margin too (games with `has_score`)
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
     def __post_init__(self) -> None:
@@ -118,7 +128,8 @@ class _ResidualBlock(nn.Module):
 
 
 class PolicyValueNet(nn.Module):
-    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`.
+    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`;
+    with `score_head` and `with_score=True`, also the predicted score float32[B].
 
     `game` is kept on the module so that evaluators can turn game states into observations.
     """
@@ -128,10 +139,11 @@ class PolicyValueNet(nn.Module):
     channels: int
     head_channels: int = 8
     global_pool: bool = False
+    score_head: bool = False
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, obs: Array) -> tuple[Array, Array]:
+    def __call__(self, obs: Array, with_score: bool = False) -> tuple[Array, ...]:
         if obs.shape[1:] != tuple(self.game.observation_shape):
             raise ValueError(
                 f"observation shape {obs.shape[1:]} does not match {self.game.name}'s "
@@ -151,7 +163,13 @@ class PolicyValueNet(nn.Module):
         logits = nn.Dense(self.game.num_actions, dtype=self.dtype)(head(x))
         v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(head(x)))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
-        return logits.astype(jnp.float32), value.astype(jnp.float32)
+        out = (logits.astype(jnp.float32), value.astype(jnp.float32))
+        if not self.score_head:
+            if with_score:
+                raise ValueError("this network has no score head (network.score_head)")
+            return out
+        score = nn.Dense(1, dtype=self.dtype, name="score")(v)[:, 0].astype(jnp.float32)
+        return (*out, score) if with_score else out
 
 
 def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
@@ -162,6 +180,7 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
         channels=config.channels,
         head_channels=config.head_channels,
         global_pool=config.global_pool,
+        score_head=config.score_head,
         dtype=_DTYPES[config.dtype],
     )
 

@@ -19,6 +19,11 @@ each game and played greedily afterwards.
 Each game is searched as its own batch of one, vmapped over slots, with its own keys: a game's
 moves depend only on its keys, so a slot plays the same game whatever the batch size.
 
+Games with a final score (`game.has_score`) record it at the move that ends a game, from the
+mover's view and divided by `game.num_actions` (so it is O(1): at most one disc, box or orb per
+action), for the auxiliary score target; other games record 0. With `keep_states`, each
+position's game State travels with it (for reanalyse in the trainer).
+
 Value targets come from `azjax.targets.resolve`: positions whose game has not ended stay in a
 pending buffer in the carry (max_game_length entries per slot) and are emitted once known;
 slots share their example slots within groups (one per device), so a burst of finished games
@@ -99,6 +104,7 @@ def make_rollout(
     evaluate: Evaluator,
     search_config: SearchConfig,
     selfplay_config: SelfPlayConfig,
+    keep_states: bool = False,
 ) -> Callable:
     """`rollout(params, states, move_number, full, keys) -> (states, move_number, trajectory)`.
 
@@ -112,6 +118,14 @@ def make_rollout(
     always_full = cfg.full_search_prob >= 1.0 or cfg.fast_simulations == (
         search_config.num_simulations
     )
+    has_score = getattr(game, "has_score", False)
+
+    def final_score(nxt: State, mover: Array) -> Array:
+        """The scaled final margin from the mover's view at a game-ending move, else 0."""
+        if not has_score:
+            return jnp.float32(0.0)
+        margin = jnp.where(mover == 0, 1.0, -1.0) * game.score(nxt) / game.num_actions
+        return jnp.where(nxt.terminated, margin, 0.0).astype(jnp.float32)
 
     def play(params, state: State, move_number: Array, full: Array, key: Array):
         """One slot's move: search, play, restart the game if it ended. Unbatched."""
@@ -151,7 +165,9 @@ def make_rollout(
             terminated=ended,
             player=mover,
             root_value=out.root_value[0],
+            score=final_score(nxt, mover),
             valid=jnp.bool_(True),
+            state=state if keep_states else None,
         )
         nxt = tree_where(ended, game.init(reset_key), nxt)
         return nxt, jnp.where(ended, 0, move_number + 1), record
@@ -176,25 +192,28 @@ def make_selfplay(
     evaluate: Evaluator,
     search_config: SearchConfig,
     selfplay_config: SelfPlayConfig,
+    keep_states: bool = False,
 ) -> tuple[Callable[[Array], Carry], Callable[[Any, Carry, Array], tuple]]:
     """`(init_fn, chunk_fn)`, both pure and un-jitted.
 
     `init_fn(key) -> Carry`; `chunk_fn(params, carry, key) -> (carry, examples, metrics)` with
     `Examples` of N = chunk_moves * batch_size slots (`valid` marks the ones with a known
-    target) and a dict of scalar metrics.
+    target; with `keep_states`, they carry their game states) and a dict of scalar metrics.
     """
     cfg = selfplay_config
     batch, length = cfg.batch_size, cfg.chunk_moves
-    rollout = make_rollout(game, evaluate, search_config, selfplay_config)
+    rollout = make_rollout(game, evaluate, search_config, selfplay_config, keep_states)
     # Slots share example slots within groups: one group per device keeps examples local.
     groups = math.gcd(batch, jax.device_count())
 
     def init_fn(key: Array) -> Carry:
+        states = jax.vmap(game.init)(jax.random.split(key, batch))
+        example = jax.tree.map(lambda x: x[0], states) if keep_states else None
         pending = targets.empty_trajectory(
-            game.max_game_length, batch, game.observation_shape, game.num_actions
+            game.max_game_length, batch, game.observation_shape, game.num_actions, example
         )
         return Carry(
-            states=jax.vmap(game.init)(jax.random.split(key, batch)),
+            states=states,
             move_number=jnp.zeros(batch, jnp.int32),
             pending=_swap(pending),
         )

@@ -8,6 +8,9 @@ each slot's moves:
 with `discount_t` = 0 when move t ended the game, +1 when the same player moves again (Dots and
 Boxes) and -1 when the other player moves next; so G_t is always in the mover's view, whatever
 the order of turns. G_t is known once the game of position t has ended inside the window.
+The score target (games with a final score margin) is the same scan over `score`, which is
+nonzero only at a game-ending move: the final margin, carried back with its sign flipped at
+every change of mover, so each position gets the margin from its own mover's view.
 
 Positions whose game has not ended yet are not thrown away: `resolve` keeps them in a pending
 buffer of P entries per slot and puts them in front of the next chunk, so every searched
@@ -31,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from azjax.types import Examples, Trajectory
+from games.core import State
 
 Array = jax.Array
 VALUE_TARGETS = ("z", "q", "mix")
@@ -46,11 +50,9 @@ def check_value_target(value_target: str, value_mix: float) -> None:
         raise ValueError(f"value_mix must be in [0, 1], got {value_mix!r}")
 
 
-def returns(trajectory: Trajectory) -> tuple[Array, Array]:
-    """Each position's return from its mover's view, and whether it is known ([T, B] each).
-
-    A return is known when the position is valid and its game ends inside the trajectory.
-    """
+def _backup(trajectory: Trajectory, reward: Array) -> tuple[Array, Array]:
+    """`G_t = reward_t + discount_t * G_{t+1}` over `reward` [T, B], and whether the game of
+    each position ends inside the trajectory ([T, B] each)."""
 
     def back(carry, step):
         ret_next, ended_next = carry
@@ -59,11 +61,25 @@ def returns(trajectory: Trajectory) -> tuple[Array, Array]:
         ended = terminated | ended_next
         return (ret, ended), (ret, ended)
 
-    batch = trajectory.reward.shape[1:]
+    batch = reward.shape[1:]
     init = (jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.bool_))
-    steps = (trajectory.reward, trajectory.discount, trajectory.terminated)
+    steps = (reward, trajectory.discount, trajectory.terminated)
     _, (ret, ended) = jax.lax.scan(back, init, steps, reverse=True)
     return ret, ended & trajectory.valid
+
+
+def returns(trajectory: Trajectory) -> tuple[Array, Array]:
+    """Each position's return from its mover's view, and whether it is known ([T, B] each).
+
+    A return is known when the position is valid and its game ends inside the trajectory.
+    """
+    return _backup(trajectory, trajectory.reward)
+
+
+def score_targets(trajectory: Trajectory) -> Array:
+    """[T, B]: each position's final score margin from its mover's view (scaled as recorded in
+    `trajectory.score`); known where `returns` is."""
+    return _backup(trajectory, trajectory.score)[0]
 
 
 def value_targets(
@@ -84,8 +100,11 @@ def value_targets(
     return (1.0 - value_mix) * z + value_mix * q, known
 
 
-def empty_trajectory(length: int, batch: int, observation_shape, num_actions: int) -> Trajectory:
-    """An all-padding trajectory [length, batch] (the initial pending buffer)."""
+def empty_trajectory(
+    length: int, batch: int, observation_shape, num_actions: int, state: State | None = None
+) -> Trajectory:
+    """An all-padding trajectory [length, batch] (the initial pending buffer); with an
+    (unbatched) example `state`, it keeps game states too."""
     lead = (length, batch)
     return Trajectory(
         observation=jnp.zeros((*lead, *observation_shape), jnp.float32),
@@ -97,7 +116,9 @@ def empty_trajectory(length: int, batch: int, observation_shape, num_actions: in
         terminated=jnp.zeros(lead, jnp.bool_),
         player=jnp.zeros(lead, jnp.int32),
         root_value=jnp.zeros(lead, jnp.float32),
+        score=jnp.zeros(lead, jnp.float32),
         valid=jnp.zeros(lead, jnp.bool_),
+        state=jax.tree.map(lambda x: jnp.zeros((*lead, *x.shape), x.dtype), state),
     )
 
 
@@ -167,6 +188,7 @@ def _resolve(
     capacity, (length, batch) = pending.valid.shape[0], chunk.valid.shape
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pending, chunk)
     value, known = value_targets(window, value_target, value_mix)
+    score = score_targets(window)
     first = capacity - pending.valid.sum(0)  # [B], window index of each slot's oldest position
     count = _emission_counts(known.sum(0), length * batch, capacity + length)  # [B]
 
@@ -186,7 +208,9 @@ def _resolve(
         policy=jnp.where(policy_mask[:, None], gather(window.policy), 0.0),
         policy_mask=policy_mask,
         value=jnp.where(emit, gather(value), 0.0),
+        score=jnp.where(emit, gather(score), 0.0),
         valid=emit,
+        state=jax.tree.map(gather, window.state),
     )
     # The new pending buffer is the window's last P entries, minus what was emitted.
     keep_from = first + count  # [B], window index of the oldest position still pending

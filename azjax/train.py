@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import pathlib
@@ -36,6 +37,7 @@ from azjax.checkpoint import Checkpointer, CheckpointError, WorkdirError, Workdi
 from azjax.config import Config, ConfigError, OptimConfig, dump_config
 from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
+from azjax.reanalyse import make_reanalyse
 from azjax.replay import Batch, ReplayBuffer, make_sampler, replay_add, replay_init
 from azjax.search import network_evaluator
 from azjax.selfplay import make_selfplay
@@ -92,8 +94,12 @@ def l2_penalty(params: Params) -> Array:
 def loss_fn(
     network: Any, params: Params, batch: Batch, config: OptimConfig
 ) -> tuple[Array, dict[str, Array]]:
-    """Policy cross-entropy (only where a full search gave the target) + value MSE + L2."""
-    logits, value = network.apply(params, batch.observation)
+    """Policy cross-entropy (only where a full search gave the target) + value MSE + L2, and
+    with `score_weight` > 0 the auxiliary score MSE."""
+    if config.score_weight > 0:
+        logits, value, score = network.apply(params, batch.observation, with_score=True)
+    else:
+        logits, value = network.apply(params, batch.observation)
     log_probs = jax.nn.log_softmax(logits)
     cross_entropy = -jnp.sum(batch.policy * log_probs, axis=-1)
     mask = batch.policy_mask.astype(jnp.float32)
@@ -118,6 +124,10 @@ def loss_fn(
         "value_target_var": target_var,
         "value_explained": 1.0 - value_loss / jnp.maximum(target_var, 1e-6),
     }
+    if config.score_weight > 0:
+        score_loss = jnp.mean(jnp.square(score - batch.score))
+        loss = loss + config.score_weight * score_loss
+        metrics.update(loss=loss, score_loss=score_loss)
     return loss, metrics
 
 
@@ -177,11 +187,17 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     game = config.game.make()
     network = make_network(game, config.network)
     evaluate = network_evaluator(network)
-    selfplay_init, selfplay_chunk = make_selfplay(game, evaluate, config.search, config.selfplay)
+    reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
+    keep_states = reanalysed > 0
+    selfplay_init, selfplay_chunk = make_selfplay(
+        game, evaluate, config.search, config.selfplay, keep_states
+    )
     total_steps = config.train.iterations * config.train.steps_per_iteration
     optimizer = make_optimizer(config.optim, total_steps)
     train_step = make_train_step(network, optimizer, config.optim)
     sample = make_sampler(game, config.train.batch_size)
+    value_mix = config.selfplay.value_mix if config.train.reanalyse_value else None
+    reanalyse = make_reanalyse(game, evaluate, config.search, reanalysed, value_mix)
     replicated, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
 
     def init(key: Array) -> TrainState:
@@ -190,7 +206,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
-            buffer=replay_init(game, config.replay.capacity),
+            buffer=replay_init(game, config.replay.capacity, keep_states),
             carry=selfplay_init(play_key),
             key=key,
             step=jnp.int32(0),
@@ -203,7 +219,11 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
 
         def train(params: Params, opt_state: Any):
             def one(carry, key):
-                batch = jax.lax.with_sharding_constraint(sample(buffer, key), data)
+                refresh = None
+                if keep_states:  # reanalyse with the latest parameters
+                    key, search_key = jax.random.split(key)
+                    refresh = functools.partial(reanalyse, carry[0], key=search_key)
+                batch = jax.lax.with_sharding_constraint(sample(buffer, key, refresh), data)
                 params, opt_state, metrics = train_step(*carry, batch)
                 return (params, opt_state), metrics
 

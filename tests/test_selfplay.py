@@ -112,6 +112,8 @@ def test_vmapped_selfplay_equals_one_game_at_a_time(algorithm):
     for b in range(batch):
         _, _, alone = rollout(None, *start(game, 1), full, keys[:, b : b + 1])
         for field in together.__dataclass_fields__:
+            if getattr(together, field) is None:  # no states kept
+                continue
             np.testing.assert_allclose(
                 getattr(together, field)[:, b],
                 getattr(alone, field)[:, 0],

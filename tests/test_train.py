@@ -208,7 +208,8 @@ def test_loss_masks_policy_without_full_search():
     from azjax.replay import Batch
 
     good = jax.nn.one_hot(jnp.array([0, 1, 2, 3]), 9)
-    batch = Batch(obs, good, jnp.array([True, True, False, False]), jnp.array([1.0, -1, 0, 0]))
+    mask, value = jnp.array([True, True, False, False]), jnp.array([1.0, -1, 0, 0])
+    batch = Batch(obs, good, mask, value, jnp.zeros(4))
     noisy = batch.replace(policy=batch.policy.at[2:].set(jax.nn.one_hot(jnp.array([8, 8]), 9)))
     _, m1 = loss_fn(trainer.network, params, batch, config.optim)
     _, m2 = loss_fn(trainer.network, params, noisy, config.optim)
