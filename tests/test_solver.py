@@ -212,6 +212,6 @@ def test_positions_are_refused_for_another_game(game, positions):
     relabelled = Position(full.moves, positions[0].scores, full.phase)  # every column labelled
     with pytest.raises(ValueError, match="not labelled for connect4"):
         solver.replay(game, [positions[0], relabelled])
-    with pytest.raises(ValueError, match="no perfect-play position set.*Connect4"):
+    with pytest.raises(ValueError, match=r"no perfect-play position set.*Connect4"):
         solver.accuracy(games.make("tictactoe"), agents.make("random", game), jax.random.key(0))
     assert solver.referee_for(game) is solver.CONNECT4
