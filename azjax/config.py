@@ -88,6 +88,29 @@ class EvalConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class GateConfig:
+    """Arena gating: self-play uses the best parameters so far; every `every` iterations the
+    latest (the candidate) plays them `games` games with search and replaces them when it scores
+    at least `threshold` (wins 1, draws 1/2)."""
+
+    every: int = 0  # iterations between gating matches (0: off, self-play uses the latest)
+    games: int = 64
+    threshold: float = 0.55
+    opening_moves: int = 2  # random plies opening each pair of games, so the games vary
+
+    def __post_init__(self) -> None:
+        checks = {
+            "every": (self.every >= 0, ">= 0"),
+            "games": (self.games >= 2, ">= 2"),
+            "threshold": (0.0 <= self.threshold <= 1.0, "in [0, 1]"),
+            "opening_moves": (self.opening_moves >= 0, ">= 0"),
+        }
+        for name, (ok, expected) in checks.items():
+            if not ok:
+                raise ValueError(f"gate.{name} must be {expected}, got {getattr(self, name)!r}")
+
+
+@dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
     every: int = 10  # iterations between checkpoints (the last iteration is always saved)
     keep: int = 3  # newest checkpoints kept
@@ -103,6 +126,7 @@ class Config:
     optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    gate: GateConfig = dataclasses.field(default_factory=GateConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
 
 

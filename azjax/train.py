@@ -39,7 +39,7 @@ from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
 from azjax.reanalyse import make_reanalyse
 from azjax.replay import Batch, ReplayBuffer, make_sampler, replay_add, replay_init
-from azjax.search import network_evaluator
+from azjax.search import SearchConfig, network_evaluator
 from azjax.selfplay import make_selfplay
 from games.core import Game
 
@@ -57,6 +57,7 @@ class TrainState:
     carry: Any  # self-play games in flight
     key: Array  # typed PRNG key of the next iteration
     step: Array  # int32, gradient steps taken
+    best: Params = None  # under arena gating (`gate.every`), the parameters self-play uses
 
 
 # ----------------------------------------------------------------------------- optimization
@@ -210,11 +211,13 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
             carry=selfplay_init(play_key),
             key=key,
             step=jnp.int32(0),
+            best=jax.tree.map(jnp.copy, params) if config.gate.every else None,
         )
 
     def iterate(state: TrainState) -> tuple[TrainState, dict]:
         key, play_key, train_key = jax.random.split(state.key, 3)
-        carry, examples, play_metrics = selfplay_chunk(state.params, state.carry, play_key)
+        player = state.params if state.best is None else state.best
+        carry, examples, play_metrics = selfplay_chunk(player, state.carry, play_key)
         buffer = replay_add(state.buffer, examples)
 
         def train(params: Params, opt_state: Any):
@@ -249,7 +252,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
             "replay/size": buffer.size,
             "replay/added": jnp.sum(examples.valid, dtype=jnp.int32),
         }
-        new = TrainState(params, opt_state, buffer, carry, key, step)
+        new = TrainState(params, opt_state, buffer, carry, key, step, state.best)
         return new, metrics
 
     abstract = jax.eval_shape(init, jax.random.key(0))
@@ -260,6 +263,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         carry=parallel.batch_shardings(abstract.carry, config.selfplay.batch_size, mesh),
         key=replicated,
         step=replicated,
+        best=jax.tree.map(lambda _: replicated, abstract.best),
     )
     abstract = jax.tree.map(
         lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
@@ -286,12 +290,33 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
 # ----------------------------------------------------------------------------- evaluation
 
 
+def _evaluation_search(config: Config) -> SearchConfig:
+    """The search settings of evaluation: `eval.num_simulations` when set."""
+    if config.eval.num_simulations:
+        return dataclasses.replace(config.search, num_simulations=config.eval.num_simulations)
+    return config.search
+
+
+def gate(trainer: Trainer, state: TrainState, key: Array) -> tuple[TrainState, dict[str, Any]]:
+    """Arena gating: the latest parameters (the candidate) against the best, both with search;
+    the candidate becomes the best (self-play's parameters) when it scores >= `gate.threshold`."""
+    config, game, network = trainer.config.gate, trainer.game, trainer.network
+    search = _evaluation_search(trainer.config)
+    candidate = agents.search_agent(game, network, parallel.to_host(state.params), search)
+    best = agents.search_agent(game, network, parallel.to_host(state.best), search)
+    result = arena.match(
+        game, candidate, best, config.games, key, opening_moves=config.opening_moves
+    )
+    promoted = arena.gate(result, config.threshold)
+    if promoted:
+        state = state.replace(best=jax.tree.map(jnp.copy, state.params))
+    return state, {"gate/score": float(result.score), "gate/promoted": int(promoted)}
+
+
 def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> dict[str, float]:
     """Net + search (no exploration) against each `eval.opponents` agent, via the arena."""
     config = trainer.config.eval
-    search = trainer.config.search
-    if config.num_simulations:
-        search = dataclasses.replace(search, num_simulations=config.num_simulations)
+    search = _evaluation_search(trainer.config)
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
     out: dict[str, float] = {}
     for i, (spec, opponent) in enumerate(zip(config.opponents, trainer.opponents, strict=True)):
@@ -438,6 +463,7 @@ def _train(
     log = _Log(workdir, iteration, saved)
     start_iteration, pending = iteration, []  # pending: records since the last checkpoint
     eval_key = jax.random.key(config.train.seed + 1)
+    gate_key = jax.random.fold_in(eval_key, 2**31 - 1)  # iterations never reach it
     total, moves = config.train.iterations, config.selfplay.chunk_moves
     record: dict[str, Any] = {}
     bar = tqdm(
@@ -483,6 +509,14 @@ def _train(
                     )
                 )
                 bar.write(_eval_line(iteration, record))
+            if config.gate.every and iteration % config.gate.every == 0:
+                state, gated = gate(trainer, state, jax.random.fold_in(gate_key, iteration))
+                record.update(gated)
+                verdict = "becomes the best" if gated["gate/promoted"] else "is not better"
+                bar.write(
+                    f"iteration {iteration}: gate: the latest scored {gated['gate/score']:.2f} "
+                    f"against the best and {verdict}"
+                )
             record["elapsed_minutes"] = elapsed_minutes()
             found = monitor.update(record)
             if found != problems and record.get("train/trained"):

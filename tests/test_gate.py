@@ -1,0 +1,74 @@
+"""Arena gating: self-play plays the best parameters; the latest replace them only by winning."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_train import TICTACTOE, TINY, assert_trees_equal
+
+from azjax.config import ConfigError, load_config
+from azjax.train import gate, make_trainer, train_and_evaluate
+
+pytestmark = pytest.mark.xdist_group("train")
+GATED = [*TINY, "gate.every=1", "gate.games=4"]
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    return make_trainer(load_config(TICTACTOE, GATED))
+
+
+def test_selfplay_plays_the_best_parameters_not_the_latest(trainer):
+    state = trainer.init(jax.random.key(0))
+    assert_trees_equal(state.best, state.params)
+    # Two states that differ only in their latest parameters play the same self-play games.
+    other = state.replace(
+        params=jax.tree.map(lambda x: x + 1.0, state.params),
+        best=jax.tree.map(jnp.copy, state.best),
+    )
+    state = jax.tree.map(jnp.copy, state)
+    a, _ = trainer.iterate(state)
+    b, _ = trainer.iterate(other)
+    assert_trees_equal(a.buffer, b.buffer)
+    assert_trees_equal(a.carry, b.carry)
+    # Training moved the latest parameters; the best stay until a gate promotes them.
+    assert_trees_equal(a.best, b.best)
+    moved = jax.tree.map(lambda x, y: float(jnp.abs(x - y).max()), a.params, a.best)
+    assert max(jax.tree.leaves(moved)) > 0
+
+
+def test_gate_promotes_only_a_candidate_that_scores_the_threshold(trainer):
+    state, _ = trainer.iterate(trainer.init(jax.random.key(1)))
+    best = jax.tree.map(np.asarray, state.best)
+
+    def with_threshold(threshold: float):
+        config = trainer.config
+        gated = dataclasses.replace(config.gate, threshold=threshold)
+        return dataclasses.replace(trainer, config=dataclasses.replace(config, gate=gated))
+
+    kept, record = gate(with_threshold(1.0), state, jax.random.key(2))
+    if record["gate/score"] < 1.0:  # identical searchers rarely sweep; then nothing changes
+        assert record["gate/promoted"] == 0
+        assert_trees_equal(kept.best, best)
+    promoted, record = gate(with_threshold(0.0), state, jax.random.key(2))
+    assert record["gate/promoted"] == 1 and 0.0 <= record["gate/score"] <= 1.0
+    assert_trees_equal(promoted.best, promoted.params)
+
+
+def test_gated_run_logs_the_gate_and_resumes(tmp_path):
+    config = load_config(TICTACTOE, [*GATED, "train.iterations=2", "checkpoint.every=1"])
+    out = train_and_evaluate(config, tmp_path, progress=False)
+    assert out["iteration"] == 2 and "gate/score" in out and out["gate/promoted"] in (0, 1)
+    longer = load_config(TICTACTOE, [*GATED, "train.iterations=3", "checkpoint.every=1"])
+    assert train_and_evaluate(longer, tmp_path, progress=False)["iteration"] == 3
+
+
+def test_gate_config_refuses_bad_values():
+    with pytest.raises(ConfigError, match=r"gate.threshold must be in \[0, 1\], got 1.5"):
+        load_config(TICTACTOE, ["gate.threshold=1.5"])
+    with pytest.raises(ConfigError, match=r"gate\.games must be >= 2, got 1"):
+        load_config(TICTACTOE, ["gate.games=1"])
