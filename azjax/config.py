@@ -25,6 +25,7 @@ from azjax import agents
 from azjax.network import NetworkConfig
 from azjax.search import SearchConfig
 from azjax.selfplay import SelfPlayConfig
+from azjax.validation import check_fields
 
 
 class ConfigError(ValueError):
@@ -45,6 +46,13 @@ class ReplayConfig:
     capacity: int = 100_000  # positions kept (a circular buffer)
     min_size: int = 1_000  # positions stored before gradient steps start
 
+    def __post_init__(self) -> None:
+        checks = {
+            "capacity": (self.capacity >= 1, ">= 1"),
+            "min_size": (self.min_size >= 1, ">= 1"),
+        }
+        check_fields("replay", self, checks)
+
 
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
@@ -62,6 +70,21 @@ class OptimConfig:
     score_weight: float = 0.0
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 disables)
 
+    def __post_init__(self) -> None:
+        checks = {
+            "optimizer": (self.optimizer in ("adamw", "sgd"), "adamw or sgd"),
+            "learning_rate": (self.learning_rate > 0, "> 0"),
+            "warmup_steps": (self.warmup_steps >= 0, ">= 0"),
+            "final_lr_fraction": (0 <= self.final_lr_fraction <= 1, "in [0, 1]"),
+            "momentum": (0 <= self.momentum < 1, "in [0, 1)"),
+            "weight_decay": (self.weight_decay >= 0, ">= 0"),
+            "l2": (self.l2 >= 0, ">= 0"),
+            "value_weight": (self.value_weight >= 0, ">= 0"),
+            "score_weight": (self.score_weight >= 0, ">= 0"),
+            "max_grad_norm": (self.max_grad_norm >= 0, ">= 0"),
+        }
+        check_fields("optim", self, checks)
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
@@ -76,6 +99,16 @@ class TrainConfig:
     reanalyse_value: bool = False  # also mix the re-searched root value into the value target
     #   with weight selfplay.value_mix
 
+    def __post_init__(self) -> None:
+        checks = {
+            "iterations": (self.iterations >= 1, ">= 1"),
+            "steps_per_iteration": (self.steps_per_iteration >= 1, ">= 1"),
+            "batch_size": (self.batch_size >= 1, ">= 1"),
+            "seed": (0 <= self.seed < 2**63 - 1, "in [0, 2**63 - 1) (seed + 1 is used)"),
+            "reanalyse_fraction": (0.0 <= self.reanalyse_fraction <= 1.0, "in [0, 1]"),
+        }
+        check_fields("train", self, checks)
+
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
@@ -85,6 +118,16 @@ class EvalConfig:
     opponents: tuple[str, ...] = ("random", "greedy")  # agent specs (azjax.agents.make)
     num_simulations: int = 0  # search simulations when evaluating (0: search.num_simulations)
     opening_moves: int = 0  # random plies opening each pair of games, so games vary
+
+    def __post_init__(self) -> None:
+        checks = {
+            "every": (self.every >= 0, ">= 0"),
+            "num_games": (self.num_games >= 2, ">= 2"),
+            "final_num_games": (self.final_num_games >= 0, ">= 0"),
+            "num_simulations": (self.num_simulations >= 0, ">= 0"),
+            "opening_moves": (self.opening_moves >= 0, ">= 0"),
+        }
+        check_fields("eval", self, checks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,15 +148,17 @@ class GateConfig:
             "threshold": (0.0 <= self.threshold <= 1.0, "in [0, 1]"),
             "opening_moves": (self.opening_moves >= 0, ">= 0"),
         }
-        for name, (ok, expected) in checks.items():
-            if not ok:
-                raise ValueError(f"gate.{name} must be {expected}, got {getattr(self, name)!r}")
+        check_fields("gate", self, checks)
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
     every: int = 10  # iterations between checkpoints (the last iteration is always saved)
     keep: int = 3  # newest checkpoints kept
+
+    def __post_init__(self) -> None:
+        checks = {"every": (self.every >= 1, ">= 1"), "keep": (self.keep >= 1, ">= 1")}
+        check_fields("checkpoint", self, checks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,45 +254,18 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
 
 def validate(config: Config) -> None:
     """Raise ConfigError naming the first impossible value (cheap: nothing is compiled)."""
-    if config.game.name not in games.names():
-        raise ConfigError(
-            f"game.name={config.game.name!r}: expected one of {', '.join(games.names())}"
-        )
     try:
         config.game.make()
     except ValueError as err:
-        raise ConfigError(f"game.kwargs={config.game.kwargs}: {err}") from None
-    r, o, t, e, c = config.replay, config.optim, config.train, config.eval, config.checkpoint
-    checks = [
-        ("replay.capacity", r.capacity >= t.batch_size, "must be >= train.batch_size"),
-        ("replay.min_size", 1 <= r.min_size <= r.capacity, "must be in [1, replay.capacity]"),
-        ("optim.optimizer", o.optimizer in ("adamw", "sgd"), "must be adamw or sgd"),
-        ("optim.learning_rate", o.learning_rate > 0, "must be > 0"),
-        ("optim.warmup_steps", o.warmup_steps >= 0, "must be >= 0"),
-        ("optim.final_lr_fraction", 0 <= o.final_lr_fraction <= 1, "must be in [0, 1]"),
-        ("optim.momentum", 0 <= o.momentum < 1, "must be in [0, 1)"),
-        ("optim.weight_decay", o.weight_decay >= 0, "must be >= 0"),
-        ("optim.l2", o.l2 >= 0, "must be >= 0"),
-        ("optim.value_weight", o.value_weight >= 0, "must be >= 0"),
-        ("optim.max_grad_norm", o.max_grad_norm >= 0, "must be >= 0"),
-        ("train.iterations", t.iterations >= 1, "must be >= 1"),
-        ("train.steps_per_iteration", t.steps_per_iteration >= 1, "must be >= 1"),
-        ("train.batch_size", t.batch_size >= 1, "must be >= 1"),
-        ("train.seed", 0 <= t.seed < 2**63 - 1, "must be in [0, 2**63 - 1) (seed + 1 is used)"),
-        ("eval.every", e.every >= 0, "must be >= 0"),
-        ("eval.num_games", e.num_games >= 2, "must be >= 2"),
-        ("eval.final_num_games", e.final_num_games >= 0, "must be >= 0"),
-        ("eval.num_simulations", e.num_simulations >= 0, "must be >= 0"),
-        ("eval.opening_moves", e.opening_moves >= 0, "must be >= 0"),
-        ("checkpoint.every", c.every >= 1, "must be >= 1"),
-        ("checkpoint.keep", c.keep >= 1, "must be >= 1"),
-    ]
-    for key, ok, message in checks:
-        if not ok:
-            value = _lookup(config, key)
-            raise ConfigError(f"{key}={value!r}: {message}")
+        key = "game.kwargs" if config.game.name in games.names() else "game.name"
+        raise ConfigError(f"{key}={_lookup(config, key)!r}: {err}") from None
+    r, t = config.replay, config.train
+    if r.capacity < t.batch_size:
+        raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
+    if r.min_size > r.capacity:
+        raise ConfigError(f"replay.min_size={r.min_size!r}: must be <= replay.capacity")
     _validate_learning_extras(config)
-    for i, spec in enumerate(e.opponents):
+    for i, spec in enumerate(config.eval.opponents):
         try:
             agents.parse_spec(spec)
         except ValueError as err:
@@ -258,8 +276,6 @@ def _validate_learning_extras(config: Config) -> None:
     """The auxiliary score target and reanalyse: refuse settings they cannot honour."""
     o, t, name = config.optim, config.train, config.game.name
     has_score = getattr(config.game.make(), "has_score", False)
-    if o.score_weight < 0:
-        raise ConfigError(f"optim.score_weight={o.score_weight!r}: must be >= 0")
     if config.network.score_head and not has_score:
         raise ConfigError(f"network.score_head=true: {name} has no final score (has_score)")
     if o.score_weight > 0:
@@ -277,8 +293,6 @@ def _validate_learning_extras(config: Config) -> None:
                 f"optim.score_weight={o.score_weight!r} needs the game's end before a position "
                 "is stored: selfplay.value_target must be z or mix, not q"
             )
-    if not 0.0 <= t.reanalyse_fraction <= 1.0:
-        raise ConfigError(f"train.reanalyse_fraction={t.reanalyse_fraction!r}: must be in [0, 1]")
     if t.reanalyse_fraction > 0 and round(t.reanalyse_fraction * t.batch_size) < 1:
         raise ConfigError(
             f"train.reanalyse_fraction={t.reanalyse_fraction!r}: re-searches no position of a "

@@ -167,8 +167,3 @@ def fit(
     ratings = {name: float(SCALE * strength[i]) for i, name in enumerate(players)}
     stderr = {name: float(SCALE * math.sqrt(max(var[i], 0.0))) for i, name in enumerate(players)}
     return Ratings(ratings, stderr, anchor)
-
-
-def expected_score(rating_a: float, rating_b: float) -> float:
-    """A's expected score against B under the Elo model."""
-    return 1.0 / (1.0 + 10.0 ** ((rating_b - rating_a) / 400.0))

@@ -53,6 +53,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from azjax.validation import check_fields
 from games.core import Game
 
 Array = jax.Array
@@ -71,16 +72,13 @@ class NetworkConfig:
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
     def __post_init__(self) -> None:
-        if self.blocks < 0:
-            raise ValueError(f"network.blocks must be >= 0, got {self.blocks}")
-        if self.channels < 1:
-            raise ValueError(f"network.channels must be >= 1, got {self.channels}")
-        if self.head_channels < 2:
-            raise ValueError(f"network.head_channels must be >= 2, got {self.head_channels}")
-        if self.dtype not in _DTYPES:
-            raise ValueError(
-                f"network.dtype must be one of {', '.join(_DTYPES)}, got {self.dtype!r}"
-            )
+        checks = {
+            "blocks": (self.blocks >= 0, ">= 0"),
+            "channels": (self.channels >= 1, ">= 1"),
+            "head_channels": (self.head_channels >= 2, ">= 2"),
+            "dtype": (self.dtype in _DTYPES, f"one of {', '.join(_DTYPES)}"),
+        }
+        check_fields("network", self, checks)
 
 
 def _native_conv(x: Array, kernel: Array) -> Array:

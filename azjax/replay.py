@@ -44,7 +44,6 @@ class ReplayBuffer:
     stored: Batch  # [C]
     position: Array  # int32, next slot to write
     size: Array  # int32, filled slots (<= C)
-    added: Array  # int32, positions ever added (wraps past 2**31; informational)
 
     @property
     def capacity(self) -> int:
@@ -66,7 +65,6 @@ def replay_init(game: Game, capacity: int, keep_states: bool = False) -> ReplayB
         ),
         position=jnp.int32(0),
         size=jnp.int32(0),
-        added=jnp.int32(0),
     )
 
 
@@ -97,7 +95,6 @@ def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
         stored=jax.tree.map(put, buffer.stored, new),
         position=(buffer.position + count) % capacity,
         size=jnp.minimum(buffer.size + count, capacity),
-        added=buffer.added + count,
     )
 
 

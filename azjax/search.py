@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
+from azjax.validation import check_fields
 from games.core import Game, State, discount
 
 Array = jax.Array
@@ -64,9 +65,7 @@ class SearchConfig:
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
             "temperature": (self.temperature > 0, "> 0"),
         }
-        for name, (ok, expected) in checks.items():
-            if not ok:
-                raise ValueError(f"search.{name} must be {expected}, got {getattr(self, name)!r}")
+        check_fields("search", self, checks)
 
 
 class SearchOutput(NamedTuple):

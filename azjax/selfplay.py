@@ -44,6 +44,7 @@ from flax import struct
 from azjax import targets
 from azjax.search import Evaluator, SearchConfig, run_search
 from azjax.types import Examples, Trajectory
+from azjax.validation import check_fields
 from games.core import Game, State, discount, tree_where
 
 Array = jax.Array
@@ -69,9 +70,7 @@ class SelfPlayConfig:
             "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
             "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
         }
-        for name, (ok, expected) in checks.items():
-            if not ok:
-                raise ValueError(f"selfplay.{name} must be {expected}, got {getattr(self, name)!r}")
+        check_fields("selfplay", self, checks)
         targets.check_value_target(self.value_target, self.value_mix)
 
 

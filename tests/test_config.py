@@ -8,13 +8,22 @@ import pytest
 
 from azjax.cli.train import main as train_main
 from azjax.config import (
+    CheckpointConfig,
     Config,
     ConfigError,
+    EvalConfig,
+    GateConfig,
+    OptimConfig,
+    ReplayConfig,
+    TrainConfig,
     apply_overrides,
     config_from_dict,
     config_to_dict,
     load_config,
 )
+from azjax.network import NetworkConfig
+from azjax.search import SearchConfig
+from azjax.selfplay import SelfPlayConfig
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 TICTACTOE = next(p for p in CONFIGS if p.stem == "tictactoe")
@@ -123,3 +132,24 @@ def test_cli_refuses_a_bad_config_before_training(tmp_path, capsys):
     assert code == 2
     assert "optim.lr" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "cls, field, bad, message",
+    [
+        (OptimConfig, "optimizer", "adam", "optim.optimizer must be adamw or sgd, got 'adam'"),
+        (OptimConfig, "learning_rate", 0.0, "optim.learning_rate must be > 0, got 0.0"),
+        (ReplayConfig, "min_size", 0, "replay.min_size must be >= 1, got 0"),
+        (TrainConfig, "steps_per_iteration", 0, "train.steps_per_iteration must be >= 1, got 0"),
+        (EvalConfig, "num_games", 1, "eval.num_games must be >= 2, got 1"),
+        (CheckpointConfig, "keep", 0, "checkpoint.keep must be >= 1, got 0"),
+        (GateConfig, "threshold", 1.5, r"gate.threshold must be in \[0, 1\], got 1.5"),
+        (NetworkConfig, "dtype", "float16", "network.dtype must be one of"),
+        (SearchConfig, "num_simulations", 0, "search.num_simulations must be >= 1, got 0"),
+        (SelfPlayConfig, "chunk_moves", 0, "selfplay.chunk_moves must be >= 1, got 0"),
+    ],
+)
+def test_every_config_dataclass_validates_itself(cls, field, bad, message):
+    cls()  # the defaults are valid
+    with pytest.raises(ValueError, match=message):
+        cls(**{field: bad})
