@@ -257,8 +257,8 @@ def validate(config: Config) -> None:
     try:
         config.game.make()
     except ValueError as err:
-        key = "game.kwargs" if config.game.name in games.names() else "game.name"
-        raise ConfigError(f"{key}={_lookup(config, key)!r}: {err}") from None
+        game = config.game
+        raise ConfigError(f"game.name={game.name!r}, game.kwargs={game.kwargs}: {err}") from None
     r, t = config.replay, config.train
     if r.capacity < t.batch_size:
         raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
@@ -300,12 +300,6 @@ def _validate_learning_extras(config: Config) -> None:
         )
     if t.reanalyse_value and t.reanalyse_fraction == 0:
         raise ConfigError("train.reanalyse_value=true needs train.reanalyse_fraction > 0")
-
-
-def _lookup(config: Any, key: str) -> Any:
-    for part in key.split("."):
-        config = getattr(config, part)
-    return config
 
 
 # ----------------------------------------------------------------------------- loading

@@ -71,7 +71,7 @@ def default(game: games.Game) -> str | None:
     """The zoo model to play `game` by default: the one named after the game if it plays this
     size, else the first that does; None when the zoo has none."""
     found = names(game)
-    return game.name if game.name in found else (found[0] if found else None)
+    return next((name for name in found if name == game.name), found[0] if found else None)
 
 
 def table() -> str:
