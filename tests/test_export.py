@@ -44,7 +44,14 @@ def test_model_file_round_trip_and_card(run, tmp_path, capsys):
     assert card == {
         "name": "ttt",
         "game": {"name": "tictactoe", "kwargs": {}},
-        "network": {"blocks": 0, "channels": 4, "head_channels": 8, "dtype": "float32"},
+        "network": {
+            "blocks": 0,
+            "channels": 4,
+            "head_channels": 8,
+            "global_pool": False,
+            "score_head": False,
+            "dtype": "float32",
+        },
         "parameters": sum(x.size for x in jax.tree.leaves(params)),
         "search": {"algorithm": "gumbel", "simulations": 4},
         "iteration": 2,
