@@ -3,6 +3,7 @@
     python scripts/replay.py --game tictactoe --moves "5 1 9 3 2 8 7" --out game.gif
     python scripts/replay.py --record game.json --out frames/        # from azjax-play --save
     python scripts/replay.py --game chain_reaction --agents greedy random --out cr.gif
+    python scripts/replay.py --game othello --size size=6 --moves "c2 b2 b3" --out o6.gif
 
 Moves are given in the game's notation, separated by spaces, or by `;` when a move itself has
 spaces (Dots and Boxes: "h 1 1; v 1 1"). With `--agents A B`, the two agents play a game (A
@@ -23,7 +24,7 @@ from typing import Any
 import jax
 
 import games
-from azjax.cli.args import check_writable_file, seed_arg
+from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
 from games import svg
 
 CAPTION = 34.0  # pixels under the board for the move caption
@@ -39,7 +40,7 @@ def split_moves(text: str) -> list[str]:
 
 def agent_game(game: games.Game, specs: Sequence[str], seed: int) -> list[int]:
     """The actions of one game between two agents (specs[0] moves first)."""
-    from azjax.cli.play import compiled_agent
+    from azjax.session import compiled_agent
 
     agents = [compiled_agent(game, spec) for spec in specs]
     key, init_key = jax.random.split(jax.random.key(seed))
@@ -166,10 +167,7 @@ def write_svgs(pictures: Sequence[tuple[svg.Picture, bool]], folder: pathlib.Pat
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--game", choices=games.names())
-    parser.add_argument("--rows", type=int, help="board rows (dots_and_boxes, chain_reaction)")
-    parser.add_argument("--cols", type=int, help="board columns (dots_and_boxes, chain_reaction)")
-    parser.add_argument("--size", type=int, help="board size (othello)")
+    add_game_arguments(parser, default="the --record's game")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--moves", help="the moves in the game's notation, counted from 1 (azjax-play --help)"
@@ -190,10 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not 20 <= args.ms <= 60000:
         parser.error(f"--ms must be from 20 to 60000 milliseconds, got {args.ms}")
 
-    kwargs: dict[str, Any] = {
-        k: getattr(args, k) for k in ("rows", "cols", "size") if getattr(args, k) is not None
-    }
-    name = args.game
+    name, kwargs = args.game, {}
     out = pathlib.Path(args.out)
     try:
         if out.suffix.lower() == ".gif":
@@ -205,10 +200,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 raise ValueError(f"--out {out}: cannot make the folder ({err.strerror})") from None
         if args.record:
             record = read_record(args.record)
-            name, kwargs = record["game"], {**record.get("kwargs", {}), **kwargs}
+            name, kwargs = record["game"], record.get("kwargs", {})
         if name is None:
             raise ValueError("--game is needed with --moves and --agents")
-        game = games.make(name, **kwargs)
+        game = games.make(name, **{**kwargs, **parse_size(args.size, name)})
         if args.agents:
             actions = agent_game(game, args.agents, args.seed)
         else:

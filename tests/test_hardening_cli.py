@@ -249,3 +249,59 @@ def test_eval_checks_output_paths_before_playing(option, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert err.startswith(f"azjax-eval: {option} {bad}") and "\n" not in err.strip(), err
     assert "random vs random" not in out  # refused before the games
+
+
+BAD_SIZES = [
+    (
+        "chain_reaction",
+        "rows=30",
+        "--size rows=30: chain_reaction rows must be an integer from 2 to 12",
+    ),
+    (
+        "chain_reaction",
+        "row=3",
+        "--size: chain_reaction has no size 'row' (chain_reaction sizes: rows 2-12, cols 2-12)",
+    ),
+    (
+        "othello",
+        "size",
+        "--size: expected KEY=VALUE pairs like rows=6,cols=9, got 'size' (othello sizes: size 6-8)",
+    ),
+    ("othello", "size=7", "Othello size must be 6 or 8, got 7"),
+    ("tictactoe", "rows=3", "--size: tictactoe has no sizes, got 'rows=3'"),
+    ("dots_and_boxes", "rows=2,rows=3", "--size: rows is given twice"),
+    (
+        "dots_and_boxes",
+        "cols=two",
+        "--size cols=two: dots_and_boxes cols must be an integer from 1 to 10",
+    ),
+]
+
+
+@pytest.mark.parametrize(("game", "size", "message"), BAD_SIZES)
+def test_every_command_line_refuses_a_bad_size_alike(game, size, message, tmp_path, capsys):
+    flags = ["--game", game, "--size", size]
+    with pytest.raises(SystemExit) as exit_info:
+        play.main([*flags, "--opponent", "random"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"azjax-play: error: {message}"
+    assert evaluate.main([*flags, "--a", "random", "--b", "random", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == f"azjax-eval: {message}"
+    out = str(tmp_path / "x.gif")
+    with pytest.raises(SystemExit) as exit_info:
+        load_script("replay").main([*flags, "--agents", "random", "random", "--out", out])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f" error: {message}")
+
+
+def test_the_size_reaches_the_game(tmp_path, monkeypatch, capsys):
+    save = tmp_path / "game.json"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("quit\n"))
+    flags = ["--game", "chain_reaction", "--size", "rows=3, cols=4"]
+    play.main([*flags, "--opponent", "random", "--save", str(save)])
+    legal = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Legal: "))
+    assert legal.split()[1:] == [f"{r},{c}" for r in range(1, 4) for c in range(1, 5)]
+    assert json.loads(save.read_text())["kwargs"] == {"rows": 3, "cols": 4}
+    argv = ["--a", "random", "--b", "random", "--size", "rows=3"]
+    assert evaluate.main(argv) == 2
+    assert capsys.readouterr().err.strip() == "azjax-eval: --size needs --game (the game it sizes)"

@@ -16,6 +16,7 @@ import pytest
 
 import games
 from azjax.cli import play
+from azjax.session import Session
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
@@ -46,7 +47,7 @@ def listed_moves(message: str) -> list[str]:
 
 def drive(game_name: str, opponent: str, human: int, lines: str, seed: int = 0, **kwargs):
     game = games.make(game_name, **kwargs)
-    session = play.Session(game, opponent, human, seed)
+    session = Session(game, opponent, human, seed)
     out = io.StringIO()
     result = play.run(session, io.StringIO(lines), out, echo=True)
     return session, result, out.getvalue()
@@ -81,7 +82,7 @@ def test_undo_goes_back_to_the_human_turn():
 
 def test_undo_as_second_player_keeps_the_agent_opening():
     game = games.make("tictactoe")
-    session = play.Session(game, "random", 1, seed=4)
+    session = Session(game, "random", 1, seed=4)
     opening = session.reply()[0].notation
     mine = next(str(c) for c in range(1, 10) if str(c) != opening)
     out = io.StringIO()
@@ -194,8 +195,9 @@ def test_command_line_game_and_saved_record(tmp_path):
     ("args", "message"),
     [
         (["--game", "tictactoe", "--opponent", "nonsense"], "nonsense"),
-        (["--game", "othello", "--size", "7", "--opponent", "random"], "othello"),
-        (["--game", "chess", "--opponent", "random"], "invalid choice"),
+        (["--game", "othello", "--size", "size=7", "--opponent", "random"], "size must be 6 or 8"),
+        (["--game", "othello", "--size", "rows=6", "--opponent", "random"], "size 6-8"),
+        (["--game", "chess", "--opponent", "random"], "unknown game 'chess'"),
     ],
 )
 def test_command_line_refuses_bad_arguments(args, message, capsys):

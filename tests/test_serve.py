@@ -22,8 +22,7 @@ from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents
-from azjax.cli import play
+from azjax import agents, session
 from azjax.web.app import MAX_BODY, create_app
 
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
@@ -252,7 +251,7 @@ def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
         return agent.replace(fn=wrapped[agent.fn])
 
     monkeypatch.setattr(agents, "make", counting_make)
-    monkeypatch.setattr(play, "_AGENTS", collections.OrderedDict())
+    monkeypatch.setattr(session, "_AGENTS", collections.OrderedDict())
     with TestClient(create_app(None, evaluate=False)) as c:
         for seed in range(3):
             view = new_game(c, human=1, seed=seed)
@@ -262,7 +261,7 @@ def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
     game = games.make("tictactoe")
     path = runs / "group" / "ttt"
     for step in (1, 2):
-        play.Session(game, f"policy:{path}@{step}", 1, seed=0).reply()
+        session.Session(game, f"policy:{path}@{step}", 1, seed=0).reply()
     assert traces == ["random", f"policy:{path}@1"]
 
 
@@ -314,10 +313,10 @@ def test_moves_without_a_place_on_the_board_become_buttons():
     from azjax.web.app import BrowserGame, view
 
     game = games.make("othello", size=6)
-    session = play.Session(game, "random", 0, seed=0)
+    game_session = session.Session(game, "random", 0, seed=0)
     only_pass = jnp.zeros(game.num_actions, bool).at[game.num_actions - 1].set(True)
-    session.states[-1] = session.state.replace(legal_action_mask=only_pass)
-    shown = view("g", BrowserGame(session, {"size": 6}), 0, evaluate=False)
+    game_session.states[-1] = game_session.state.replace(legal_action_mask=only_pass)
+    shown = view("g", BrowserGame(game_session, {"size": 6}), 0, evaluate=False)
     assert shown["buttons"] == [{"action": game.num_actions - 1, "label": "pass"}]
     assert clickable(shown) == [] and shown["legal"] == ["pass"]
 

@@ -223,10 +223,8 @@ def test_replay_gif_has_a_frame_per_move_and_chain_level(tmp_path):
         [
             "--game",
             "chain_reaction",
-            "--rows",
-            "3",
-            "--cols",
-            "3",
+            "--size",
+            "rows=3,cols=3",
             "--moves",
             " ".join(moves),
             "--out",

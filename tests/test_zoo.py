@@ -21,7 +21,7 @@ from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, export, zoo
+from azjax import agents, export, session, zoo
 from azjax.cli import evaluate, play
 from azjax.config import Config, GameConfig
 from azjax.network import NetworkConfig, init_params, make_network
@@ -124,8 +124,8 @@ def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, caps
 
 
 def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
-    assert play.default_opponent(TTT) == "zoo:tictactoe"
-    assert play.default_opponent(games.make("othello")) == play.FALLBACK_OPPONENT
+    assert session.default_opponent(TTT) == "zoo:tictactoe"
+    assert session.default_opponent(games.make("othello")) == session.FALLBACK_OPPONENT
     save = tmp_path / "game.json"
     moves = "hint\n" + "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
     monkeypatch.setattr(sys, "stdin", io.StringIO(moves))

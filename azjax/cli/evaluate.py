@@ -1,7 +1,7 @@
 """`azjax-eval`: matches between agents, Elo ladders and perfect-play accuracy.
 
     azjax-eval --game connect4 --a alphabeta:4 --b mcts:100 --games 100 --json out.json
-    azjax-eval --game chain_reaction --size rows=5,cols=5 --a greedy --b random
+    azjax-eval --game chain_reaction --size rows=6,cols=9 --a greedy --b random
     azjax-eval --game othello --round-robin random,greedy,alphabeta:2,mcts:100 --games 40
     azjax-eval --ladder runs/connect4 --games 40        # every checkpoint + the baselines
     azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
@@ -19,10 +19,9 @@ import argparse
 import json
 import pathlib
 import sys
-from typing import Any
 
+from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import use_compilation_cache
-from azjax.cli.args import SEED_RANGE, check_writable_file, seed_arg
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 
@@ -51,8 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
-    parser.add_argument("--game", help="game name (default: the checkpoint's game)")
-    parser.add_argument("--size", metavar="K=V,...", help="game arguments, e.g. rows=5,cols=5")
+    add_game_arguments(parser, default="the game of the checkpoint or zoo model played")
     parser.add_argument("--games", type=int, default=100, help="games per match (default 100)")
     parser.add_argument("--opening-moves", type=int, default=0, help="random plies to start")
     parser.add_argument("--batch", type=int, default=None, help="games played at once")
@@ -75,20 +73,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=pathlib.Path, help="write the results as JSON here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
-
-
-def parse_size(text: str | None) -> dict[str, Any]:
-    """`rows=5,cols=5` -> {"rows": 5, "cols": 5} (ints where possible)."""
-    if not text:
-        return {}
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise UsageError(f"--size: expected KEY=VALUE pairs like rows=5,cols=5, got {part!r}")
-        value = value.strip()
-        out[key.strip()] = int(value) if value.lstrip("-").isdigit() else value
-    return out
 
 
 def _nonempty(text: str, option: str) -> str:
@@ -128,7 +112,7 @@ def _game(args: argparse.Namespace, specs: list[str]):
                 game = zoo.card(parsed.model)["game"]
                 return games.make(game["name"], **game["kwargs"])
         raise UsageError(f"--game is needed (one of {', '.join(games.names())})")
-    return games.make(args.game, **parse_size(args.size))
+    return games.make(args.game, **parse_size(args.size, args.game))
 
 
 def _progress(args: argparse.Namespace, total: int, desc: str):
@@ -350,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     use_compilation_cache()
     try:
+        if args.size is not None and args.game is None:
+            raise UsageError("--size needs --game (the game it sizes)")
         for option, path in (("--json", args.json), ("--png", args.png)):
             if path is not None:  # before the games, so that their results are never lost
                 _check_output(path, option)

@@ -34,8 +34,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import games
-from azjax.cli.args import check_seed
-from azjax.cli.play import Session
+from azjax.checks import check_seed
+from azjax.session import Session
 from games import IllegalMoveError, svg
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"

@@ -1,0 +1,124 @@
+"""Checks of values people type, shared by the command lines, the scripts and the browser server:
+seeds, output files, and the game flags every command line takes (`--game NAME --size K=V,...`).
+
+Each check raises ValueError with one line naming the bad value and what was expected; the
+`*_arg` forms are argparse `type=` functions (argparse prints the line and exits with 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+from collections.abc import Callable
+
+import games
+
+SEED_LIMIT = 2**63  # jax.random.key takes a signed 64-bit seed
+SEED_RANGE = "0 <= seed < 2**63"
+SIZE_EXAMPLE = "rows=6,cols=9"
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """`value` as a PRNG seed: an integer with 0 <= seed < 2**63."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{name} must be an integer with {SEED_RANGE}, got {value!r}")
+    return value
+
+
+def check_writable_file(path: str, name: str) -> None:
+    """Refuse a file path that cannot be written (missing folder, a folder, no permission)
+    before any work is done; a file created to find out is removed again."""
+    target = pathlib.Path(path)
+    if target.is_dir():
+        raise ValueError(f"{name} {path} is a folder; expected a file name")
+    if not target.parent.is_dir():
+        raise ValueError(f"{name} {path}: there is no folder {target.parent}")
+    existed = target.exists()
+    try:
+        with open(target, "a"):
+            pass
+    except OSError as err:
+        raise ValueError(f"{name} {path}: cannot write there ({err.strerror})") from None
+    if not existed:
+        target.unlink()
+
+
+def argparse_type(check: Callable[[object, str], int], name: str) -> Callable[[str], int]:
+    """An argparse `type=` function: the text as an int (else as given) through `check`."""
+
+    def parse(text: str) -> int:
+        try:
+            value: object = int(text)
+        except ValueError:
+            value = text
+        try:
+            return check(value, name)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return parse
+
+
+seed_arg = argparse_type(check_seed, "seed")
+
+# ----------------------------------------------------------------------------- game flags
+
+
+def _ranges(game: str) -> str:
+    """Game `game`'s size keywords and their ranges, e.g. "rows 2-12, cols 2-12"."""
+    sizes = games.make(game).sizes
+    return ", ".join(f"{key} {low}-{high}" for key, (low, high) in sizes.items())
+
+
+def parse_size(text: str | None, game: str) -> dict[str, int]:
+    """`--size` text such as "rows=6,cols=9" as keyword arguments of game `game` (a name).
+
+    ValueError names the bad pair and the game's accepted sizes (and an unknown game); the
+    game's constructor refuses what its ranges allow but it does not (Othello: size 6 or 8).
+    """
+    sizes = games.make(game).sizes
+    if text is None:
+        return {}
+    if not sizes:
+        raise ValueError(f"--size: {game} has no sizes, got {text!r}")
+    accepted = f"{game} sizes: {_ranges(game)}"
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        key, sep, value = (s.strip() for s in part.partition("="))
+        if not sep or not key or not value:
+            raise ValueError(
+                f"--size: expected KEY=VALUE pairs like {SIZE_EXAMPLE}, got {part!r} ({accepted})"
+            )
+        if key not in sizes:
+            raise ValueError(f"--size: {game} has no size {key!r} ({accepted})")
+        if key in out:
+            raise ValueError(f"--size: {key} is given twice")
+        low, high = sizes[key]
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or not low <= number <= high:
+            raise ValueError(
+                f"--size {key}={value}: {game} {key} must be an integer from {low} to {high}"
+            )
+        out[key] = number
+    return out
+
+
+def add_game_arguments(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """`--game NAME` (required unless `default` says where the game comes from otherwise) and
+    `--size K=V,...`; read them back with `parse_size(args.size, args.game)`."""
+    names = games.names()
+    parser.add_argument(
+        "--game",
+        required=default is None,
+        metavar="NAME",
+        help=f"the game: {', '.join(names)}" + (f" (default: {default})" if default else ""),
+    )
+    sized = [f"{name}: {_ranges(name)}" for name in names if games.make(name).sizes]
+    parser.add_argument(
+        "--size",
+        metavar="K=V,...",
+        help=f"the game's size, e.g. {SIZE_EXAMPLE} (default: the game's own; {'; '.join(sized)})",
+    )

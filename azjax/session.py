@@ -1,0 +1,255 @@
+"""A game between a person and an agent: the person's moves, the agent's replies, undo and hints.
+
+`Session` is what the terminal (`azjax-play`) and the browser server (`azjax.web`) play through.
+The agents and analyses it uses are compiled once per (game, spec) and kept in a small LRU cache;
+network parameters are arguments of the compiled functions, never constants in them, so every
+checkpoint of one network shape shares one compilation.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+import games
+from azjax import agents
+from azjax.search import Evaluator, SearchConfig, run_search
+from games import IllegalMoveError
+
+State = Any
+Params = Any
+AnalysisFn = Callable[[Params, State, jax.Array], tuple[jax.Array, jax.Array]]
+
+# ----------------------------------------------------------------------------- compiled agents
+
+_LOCK = threading.Lock()
+CACHE_SIZE = 16  # (game, spec) pairs kept compiled; the least recently used go first
+_AGENTS: collections.OrderedDict[tuple[Any, str], Callable[[State, jax.Array], int]]
+_AGENTS = collections.OrderedDict()
+_ANALYSERS: collections.OrderedDict[
+    tuple[Any, str], Callable[[State, jax.Array], tuple[np.ndarray, float]]
+]
+_ANALYSERS = collections.OrderedDict()
+_jit = functools.cache(jax.jit)  # one per move function: bounded by the agent kinds
+
+
+def _cached(cache: collections.OrderedDict, key: Any, make: Callable[[], Any]) -> Any:
+    """`cache[key]`, made by `make()` when missing; at most CACHE_SIZE entries (LRU)."""
+    with _LOCK:
+        if key in cache:
+            cache.move_to_end(key)
+        else:
+            cache[key] = make()
+            while len(cache) > CACHE_SIZE:
+                cache.popitem(last=False)
+        return cache[key]
+
+
+def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], int]:
+    """`agent(state, key) -> action` for `spec`, made once per (game, spec) and cached; the
+    move function is jitted once and shared by specs that differ only in parameters.
+
+    Raises ValueError (from `azjax.agents.make`) for a bad spec or a checkpoint that does
+    not fit the game.
+    """
+
+    def make() -> Callable[[State, jax.Array], int]:
+        agent = agents.make(spec, game)
+        fn = _jit(agent.fn)
+        return lambda state, key: int(fn(agent.params, state, key))
+
+    return _cached(_AGENTS, (game, spec), make)
+
+
+@functools.cache
+def _analysis_fn(game: games.Game, evaluate: Evaluator, config: SearchConfig) -> AnalysisFn:
+    """The jitted search behind hints, `fn(params, state, key) -> (policy[A], value)`: one per
+    (game, evaluator, settings), so checkpoints of one network shape share it."""
+
+    @jax.jit
+    def fn(params: Params, state: State, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        batched = jax.tree.map(lambda x: x[None], state)
+        out = run_search(game, evaluate, params, batched, key, config, explore=False)
+        return out.policy[0], out.root_value[0]
+
+    return fn
+
+
+def _analysis(game: games.Game, spec: str) -> tuple[AnalysisFn, Params]:
+    """The analysis of `spec` and its parameters: for a trained network (`policy:`, `search:`,
+    `zoo:`, `policy-zoo:`) its search with its run's settings for play, else pure MCTS with
+    `agents.ANALYSIS_SIMULATIONS` simulations (as `agents.analyse`)."""
+    parsed = agents.parse_spec(spec)
+    if parsed.workdir is None and parsed.model is None:
+        config = agents.mcts_config(game, agents.ANALYSIS_SIMULATIONS)
+        return _analysis_fn(game, agents._rollout_evaluator(game), config), None
+    run_config, network, params, _ = agents._trained(game, parsed)
+    config = agents._playing_search(run_config, parsed.number)
+    return _analysis_fn(game, agents._network_evaluator(network), config), params
+
+
+def compiled_analysis(
+    game: games.Game, spec: str
+) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
+    """`analyse(state, key) -> (policy[A], value)` for `spec` (value from the mover's view),
+    made once per (game, spec) and cached; compiled once per network shape and settings."""
+
+    def make() -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
+        fn, params = _analysis(game, spec)
+
+        def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
+            policy, value = fn(params, state, key)
+            return np.asarray(policy, np.float64), float(value)
+
+        return analyse
+
+    return _cached(_ANALYSERS, (game, spec), make)
+
+
+def analyst(spec: str) -> str:
+    """Who gives the hints and evaluations against opponent `spec` (`compiled_analysis`):
+    a checkpoint's network with search, or pure MCTS for any other opponent."""
+    parsed = agents.parse_spec(spec)
+    if parsed.workdir is not None:
+        at = "" if parsed.step is None else f"@{parsed.step}"
+        return f"the network of {parsed.workdir}{at} with search"
+    if parsed.model is not None:
+        return f"the zoo model {parsed.model} with search"
+    return f"pure MCTS with {agents.ANALYSIS_SIMULATIONS} simulations"
+
+
+FALLBACK_OPPONENT = "mcts:200"  # the default opponent of a game the zoo has no model for
+
+
+def default_opponent(game: games.Game) -> str:
+    """`zoo:NAME` when the zoo has a model for `game` (azjax.zoo.default), else pure MCTS."""
+    from azjax import zoo
+
+    name = zoo.default(game)
+    return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
+
+
+@functools.cache
+def _rules(game: games.Game) -> tuple[Callable[[jax.Array], State], Callable[[State, int], State]]:
+    """`init(key)` and `step(state, action)` of `game`, jitted once per game: a session
+    calls them once per move, and nothing is traced again for a new game or move."""
+    return jax.jit(game.init), jax.jit(game.step)
+
+
+# ----------------------------------------------------------------------------- a game
+
+
+@dataclasses.dataclass(frozen=True)
+class Ply:
+    """One move played: who moved (player 0/1), the action, its notation, human or agent."""
+
+    player: int
+    action: int
+    notation: str
+    by: str  # "human" | "agent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """An analysis of a position: top moves as (notation, share of the search), the value
+    for the player to move (-1 lost .. +1 won) and who made it (`analyst`)."""
+
+    moves: tuple[tuple[str, float], ...]
+    value: float
+    source: str
+
+
+class Session:
+    """A game between a person (playing `human`, 0 or 1) and an agent given by its spec."""
+
+    def __init__(self, game: games.Game, opponent: str, human: int, seed: int = 0) -> None:
+        if human not in (0, 1):
+            raise ValueError(f"human must be player 0 or 1, got {human!r}")
+        self.game, self.opponent, self.human = game, opponent, human
+        self.agent = compiled_agent(game, opponent)
+        self.analyst = analyst(opponent)
+        init_key, self._key = jax.random.split(jax.random.key(seed))
+        self.states: list[State] = [_rules(game)[0](init_key)]
+        self.plies: list[Ply] = []
+        self.evaluation: Advice | None = None
+
+    @property
+    def state(self) -> State:
+        return self.states[-1]
+
+    @property
+    def over(self) -> bool:
+        return bool(self.state.terminated)
+
+    @property
+    def human_to_move(self) -> bool:
+        return not self.over and int(self.state.current_player) == self.human
+
+    def _next_key(self) -> jax.Array:
+        self._key, key = jax.random.split(self._key)
+        return key
+
+    def _push(self, action: int, by: str) -> Ply:
+        state, game = self.state, self.game
+        if action not in game.legal_actions(state):
+            game.checked_step(state, action)  # raises the game's IllegalMoveError
+        ply = Ply(int(state.current_player), action, game.format_action(action), by)
+        self.states.append(_rules(game)[1](state, action))
+        self.plies.append(ply)
+        return ply
+
+    def play(self, action: int) -> Ply:
+        """The person's move (raises IllegalMoveError when illegal or not their turn)."""
+        if not self.human_to_move:
+            raise IllegalMoveError("it is not your turn" if not self.over else "the game is over")
+        return self._push(int(action), "human")
+
+    def reply(self, evaluate: bool = False) -> list[Ply]:
+        """The agent's moves until it is the person's turn again or the game ends.
+
+        With `evaluate`, `self.evaluation` holds the agent's analysis of the position before
+        its last move (value from the agent's view).
+        """
+        plies = []
+        while not self.over and not self.human_to_move:
+            if evaluate:
+                self.evaluation = self.advice()
+            plies.append(self._push(self.agent(self.state, self._next_key()), "agent"))
+        return plies
+
+    def undo(self) -> bool:
+        """Take back to the person's previous turn (before their last move); False if none."""
+        mine = [i for i, p in enumerate(self.plies) if p.by == "human"]
+        if not mine:
+            return False
+        del self.plies[mine[-1] :]
+        del self.states[mine[-1] + 1 :]
+        self.evaluation = None
+        return True
+
+    def advice(self, top: int = 3) -> Advice:
+        """An analysis of the current position by `self.analyst` (the opponent's network
+        with search, else pure MCTS)."""
+        policy, value = compiled_analysis(self.game, self.opponent)(self.state, self._next_key())
+        order = np.argsort(-policy, kind="stable")[:top]
+        order = [a for a in order if policy[a] >= 0.01] or list(order[:1])  # drop the noise
+        moves = tuple((self.game.format_action(int(a)), float(policy[a])) for a in order)
+        return Advice(moves, value, self.analyst)
+
+    def result(self) -> str | None:
+        """ "win", "loss" or "draw" from the person's view once the game is over, else None."""
+        if not self.over:
+            return None
+        reward = float(self.state.rewards[self.human])
+        return "win" if reward > 0 else "loss" if reward < 0 else "draw"
+
+    def record(self) -> dict[str, Any]:
+        """The game as JSON-able data (`scripts/replay.py --record` reads it)."""
+        return {"game": self.game.name, "moves": [p.notation for p in self.plies]}
