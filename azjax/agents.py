@@ -471,28 +471,46 @@ def _playing_search(config, simulations: int | None):
     return dataclasses.replace(config.search, num_simulations=simulations)
 
 
-def analyse(game: Game, spec: str) -> Callable[[State, Array], tuple[Array, Array]]:
-    """A jitted `fn(state, key) -> (policy float32[A], value float32)` for hints.
+AnalysisFn = Callable[[Params, State, Array], tuple[Array, Array]]
 
-    For specs of a trained network (`policy:`, `search:`, `zoo:`, `policy-zoo:`), the network's
-    search (its run's settings for play, see `_playing_search`); for any other spec, pure MCTS
-    with ANALYSIS_SIMULATIONS simulations. The value is the searched value for the player to
-    move.
-    """
-    parsed = parse_spec(spec)
-    if parsed.workdir is not None or parsed.model is not None:
-        config, network, params, _ = _trained(game, parsed)
-        search_config = _playing_search(config, parsed.number)
-        evaluate = _network_evaluator(network)
-    else:
-        params = None
-        search_config = mcts_config(game, ANALYSIS_SIMULATIONS)
-        evaluate = _rollout_evaluator(game)
+
+@flax.struct.dataclass
+class Analysis:
+    """Hints: `analysis(state, key) -> (policy float32[A], value float32)` for one unbatched
+    state, the value the searched one for the player to move."""
+
+    fn: AnalysisFn = flax.struct.field(pytree_node=False)  # jitted fn(params, state, key); cached
+    params: Any = None  # traced pytree (network parameters); None for pure MCTS
+
+    def __call__(self, state: State, key: Array) -> tuple[Array, Array]:
+        return self.fn(self.params, state, key)
+
+
+@functools.cache
+def _analysis_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> AnalysisFn:
+    """One jitted search per (game, evaluator, settings): checkpoints of one network shape
+    share its compilation."""
 
     @jax.jit
-    def fn(state: State, key: Array) -> tuple[Array, Array]:
+    def fn(params: Params, state: State, key: Array) -> tuple[Array, Array]:
         batched = jax.tree.map(lambda x: x[None], state)
-        out = run_search(game, evaluate, params, batched, key, search_config, explore=False)
+        out = run_search(game, evaluate, params, batched, key, config, explore=False)
         return out.policy[0], out.root_value[0]
 
     return fn
+
+
+def analysis(game: Game, spec: str) -> Analysis:
+    """The analysis behind hints for `spec`.
+
+    For specs of a trained network (`policy:`, `search:`, `zoo:`, `policy-zoo:`), the network's
+    search (its run's settings for play, see `_playing_search`); for any other spec, pure MCTS
+    with ANALYSIS_SIMULATIONS simulations.
+    """
+    parsed = parse_spec(spec)
+    if parsed.workdir is None and parsed.model is None:
+        config = mcts_config(game, ANALYSIS_SIMULATIONS)
+        return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
+    run_config, network, params, _ = _trained(game, parsed)
+    config = _playing_search(run_config, parsed.number)
+    return Analysis(_analysis_fn(game, _network_evaluator(network), config), params)

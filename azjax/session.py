@@ -20,12 +20,10 @@ import numpy as np
 
 import games
 from azjax import agents
-from azjax.search import Evaluator, SearchConfig, run_search
 from games import IllegalMoveError
 
 State = Any
 Params = Any
-AnalysisFn = Callable[[Params, State, jax.Array], tuple[jax.Array, jax.Array]]
 
 # ----------------------------------------------------------------------------- compiled agents
 
@@ -68,33 +66,6 @@ def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], 
     return _cached(_AGENTS, (game, spec), make)
 
 
-@functools.cache
-def _analysis_fn(game: games.Game, evaluate: Evaluator, config: SearchConfig) -> AnalysisFn:
-    """The jitted search behind hints, `fn(params, state, key) -> (policy[A], value)`: one per
-    (game, evaluator, settings), so checkpoints of one network shape share it."""
-
-    @jax.jit
-    def fn(params: Params, state: State, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        batched = jax.tree.map(lambda x: x[None], state)
-        out = run_search(game, evaluate, params, batched, key, config, explore=False)
-        return out.policy[0], out.root_value[0]
-
-    return fn
-
-
-def _analysis(game: games.Game, spec: str) -> tuple[AnalysisFn, Params]:
-    """The analysis of `spec` and its parameters: for a trained network (`policy:`, `search:`,
-    `zoo:`, `policy-zoo:`) its search with its run's settings for play, else pure MCTS with
-    `agents.ANALYSIS_SIMULATIONS` simulations (as `agents.analyse`)."""
-    parsed = agents.parse_spec(spec)
-    if parsed.workdir is None and parsed.model is None:
-        config = agents.mcts_config(game, agents.ANALYSIS_SIMULATIONS)
-        return _analysis_fn(game, agents._rollout_evaluator(game), config), None
-    run_config, network, params, _ = agents._trained(game, parsed)
-    config = agents._playing_search(run_config, parsed.number)
-    return _analysis_fn(game, agents._network_evaluator(network), config), params
-
-
 def compiled_analysis(
     game: games.Game, spec: str
 ) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
@@ -102,10 +73,10 @@ def compiled_analysis(
     made once per (game, spec) and cached; compiled once per network shape and settings."""
 
     def make() -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
-        fn, params = _analysis(game, spec)
+        analysis = agents.analysis(game, spec)
 
         def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
-            policy, value = fn(params, state, key)
+            policy, value = analysis(state, key)
             return np.asarray(policy, np.float64), float(value)
 
         return analyse

@@ -334,7 +334,7 @@ def test_network_agents_from_a_checkpoint(tiny_run):
         moves = _choose(agent, states, jax.random.key(12))
         assert states.legal_action_mask[rows, moves].all()
     last = index(states, -1)
-    hint = agents.analyse(game, f"search:{tiny_run}")
+    hint = agents.analysis(game, f"search:{tiny_run}")
     policy_out, value = hint(last, jax.random.key(13))
     legal = np.asarray(last.legal_action_mask)
     assert np.asarray(policy_out)[~legal].sum() == 0
@@ -352,7 +352,7 @@ def test_pure_mcts_analysis():
     state = game.init(jax.random.key(0))
     for a in (0, 3, 1, 4):  # X threatens 2, O threatens 5; X to move wins at 2
         state = game.step(state, a)
-    policy, value = agents.analyse(game, "greedy")(state, jax.random.key(1))
+    policy, value = agents.analysis(game, "greedy")(state, jax.random.key(1))
     assert int(np.argmax(np.asarray(policy))) == 2
     assert float(value) > 0.0  # the mean of the searched values, poorer moves included
     assert np.all(np.asarray(policy)[~np.asarray(state.legal_action_mask)] == 0)
