@@ -272,7 +272,10 @@ def _strength(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if isinstance(result.get("match"), Mapping):
         m = result["match"]
         keys = ("games", "wins", "draws", "losses", "score", "ci95")
-        return f"vs {m['b']}", {"agent": m["a"], **{k: m[k] for k in keys}}
+        opening = m.get("opening_moves", 0)
+        key = f"{m['a']} vs {m['b']}" + (f", {opening} random opening plies" if opening else "")
+        figures = {"agent": m["a"], "opening_moves": opening, **{k: m[k] for k in keys}}
+        return key, figures
     if isinstance(result.get("accuracy"), Mapping):
         a = result["accuracy"]
         keys = ("positions", "best_move", "keeps_result")

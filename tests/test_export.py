@@ -155,16 +155,27 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         "agent": "zoo:ttt",
         "accuracy": {"positions": 300, "best_move": 0.9, "keeps_result": 0.95, "by_phase": {}},
     }
-    for name, data in (("match", match), ("solver", solver)):
+    # The same opponent with openings, and the raw policy: entries of their own, not overwritten.
+    opened = {"game": "tictactoe", "match": {**match["match"], "opening_moves": 2}}
+    policy = {"game": "tictactoe", "match": {**match["match"], "a": "policy-zoo:ttt"}}
+    files = {"match": match, "opened": opened, "policy": policy, "solver": solver}
+    args = ["--card-only", str(model)]
+    for name, data in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
-    args = ["--card-only", str(model), "--strength", str(tmp_path / "match.json")]
-    assert main([*args, "--strength", str(tmp_path / "solver.json")]) == 0
-    assert "vs alphabeta:9 38% of 40, solver best move 90%" in capsys.readouterr().out
+        args += ["--strength", str(tmp_path / f"{name}.json")]
+    assert main(args) == 0
+    assert "zoo:ttt vs alphabeta:9 38% of 40, " in capsys.readouterr().out
     card = export.read_card(model)
+    figures = {"games": 40, "wins": 0, "draws": 30, "losses": 10, "score": 0.375, "ci95": 0.1}
     assert card["strength"] == {
-        "vs alphabeta:9": {
-            **{"agent": "zoo:ttt", "games": 40, "wins": 0, "draws": 30, "losses": 10},
-            **{"score": 0.375, "ci95": 0.1},
+        "zoo:ttt vs alphabeta:9": {"agent": "zoo:ttt", "opening_moves": 0, **figures},
+        "zoo:ttt vs alphabeta:9, 2 random opening plies": {
+            **{"agent": "zoo:ttt", "opening_moves": 2},
+            **figures,
+        },
+        "policy-zoo:ttt vs alphabeta:9": {
+            **{"agent": "policy-zoo:ttt", "opening_moves": 0},
+            **figures,
         },
         "solver": {"agent": "zoo:ttt", "positions": 300, "best_move": 0.9, "keeps_result": 0.95},
     }

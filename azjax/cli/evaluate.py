@@ -179,7 +179,8 @@ def _match(args: argparse.Namespace) -> dict:
             bar.update,
         )
     _print_results([result])
-    return {"game": game.name, "match": result.to_dict()}
+    match = {**result.to_dict(), "opening_moves": args.opening_moves, "seed": args.seed}
+    return {"game": game.name, "match": match}
 
 
 def _rate(args, game, players, pairs, desc: str):
