@@ -5,6 +5,10 @@ a game defined elsewhere; the modules named in the environment variable `AZJAX_G
 (colon-separated, e.g. `AZJAX_GAMES=my_games.connect3`) are imported before the first
 `names()` or `make()`, so that a module registering its games there reaches every azjax
 command line tool.
+
+`make("pgx:<env_id>")` wraps a two-player pgx environment (`games.pgx_games`; pgx is the
+optional extra `azjax[pgx]`). pgx games are not in `names()` unless registered:
+`register("pgx:hex", games.pgx_games.game_class("hex"))`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from games import testing
 from games.core import Game, IllegalMoveError, Symmetry
 
 PLUGINS_ENV = "AZJAX_GAMES"
+PGX_PREFIX = "pgx:"
 
 # name -> (module, class) for the shipped games, loaded on first use so that one game's import
 # cost is paid alone; the class itself for registered ones.
@@ -75,21 +80,32 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _game_class(name: str) -> type[Game]:
+    """The class of game `name`: registered, or a pgx environment (`pgx:<env_id>`, which
+    raises ImportError naming the extra when pgx is missing)."""
+    entry = _REGISTRY.get(name)
+    if entry is None and name.startswith(PGX_PREFIX):
+        pgx_games = importlib.import_module("games.pgx_games")
+        return pgx_games.game_class(name.removeprefix(PGX_PREFIX))
+    if entry is None:
+        raise ValueError(
+            f"unknown game {name!r}; expected one of {', '.join(names())} or {PGX_PREFIX}<env_id>"
+        )
+    if isinstance(entry, tuple):
+        module, cls = entry
+        return getattr(importlib.import_module(module), cls)
+    return entry
+
+
 def make(name: str, **kwargs: Any) -> Game:
-    """The game `name`, sized by keyword arguments (e.g. `make("othello", size=6)`).
+    """The game `name`, sized by keyword arguments (e.g. `make("othello", size=6)`), or the
+    two-player pgx environment `env_id` for `name="pgx:<env_id>"`.
 
     The same game (defaults filled in: `make("othello")` is `make("othello", size=8)`) is the
     same object, so jitted functions closing over it are compiled once.
     """
     _load_plugins()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown game {name!r}; expected one of {', '.join(names())}")
-    entry = _REGISTRY[name]
-    if isinstance(entry, tuple):
-        module, cls = entry
-        game_cls = getattr(importlib.import_module(module), cls)
-    else:
-        game_cls = entry
+    game_cls = _game_class(name)
     try:
         bound = inspect.signature(game_cls).bind(**kwargs)
     except TypeError as err:

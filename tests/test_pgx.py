@@ -1,0 +1,141 @@
+"""pgx environments as azjax games (games/pgx_games.py): the contract, move-by-move agreement
+with azjax's own Tic-Tac-Toe, Connect Four and Othello, the same match results, and training."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_train import ROOT, TINY
+
+pytest.importorskip("pgx")
+
+import games
+from azjax import agents, arena
+from azjax.config import load_config
+from azjax.train import train_and_evaluate
+from games.pgx_games import game_class
+from games.testing import check_game
+
+pytestmark = pytest.mark.xdist_group("pgx")
+
+# azjax game -> the pgx environment with the same rules and action encoding.
+PAIRS = {"tictactoe": "pgx:tic_tac_toe", "connect4": "pgx:connect_four", "othello": "pgx:othello"}
+OTHELLO_PASS = 64
+
+
+@pytest.mark.parametrize("env_id", ["tic_tac_toe", "connect_four", "hex", "othello"])
+def test_check_game(env_id):
+    check_game(games.make(f"pgx:{env_id}"), num_games=4)
+
+
+def test_make_names_and_errors(monkeypatch):
+    game = games.make("pgx:hex")
+    assert game is games.make("pgx:hex")
+    assert (game.name, game.num_actions, game.observation_shape) == ("pgx:hex", 122, (11, 11, 4))
+    assert game.max_game_length == 122
+    assert "pgx:hex" not in games.names()
+    monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))
+    games.register("pgx:hex", game_class("hex"))
+    assert "pgx:hex" in games.names() and games.make("pgx:hex") is game
+    with pytest.raises(ValueError, match="unknown pgx environment 'nim'"):
+        games.make("pgx:nim")
+    with pytest.raises(ValueError, match="has 1 players, not 2"):
+        games.make("pgx:2048")
+    with pytest.raises(ValueError, match="bad arguments for game 'pgx:hex'"):
+        games.make("pgx:hex", size=9)
+    with pytest.raises(ValueError, match="or pgx:<env_id>"):
+        games.make("nim")
+
+
+def test_missing_pgx_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pgx", None)  # `import pgx` fails
+    monkeypatch.delitem(sys.modules, "games.pgx_games")
+    with pytest.raises(ValueError, match=r"pip install 'azjax\[pgx\]'") as err:
+        games.make("pgx:connect_four")  # a ValueError, as for any game make cannot make
+    assert isinstance(err.value, ImportError)
+    monkeypatch.undo()
+    assert importlib.import_module("games.pgx_games").game_class is game_class
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _play_both(native: games.Game, wrapped: games.Game, batch: int, key: jax.Array):
+    """The same random games through both: actions drawn from `native`'s legal moves; once
+    `native`'s game is over, `wrapped` is given its last action (Othello's pass)."""
+
+    def ply(carry, key):
+        a, b = carry
+        actions = jax.vmap(agents.random_legal_action)(
+            jax.random.split(key, batch), a.legal_action_mask
+        )
+        a_next = jax.vmap(native.step)(a, actions)
+        b_next = jax.vmap(wrapped.step)(
+            b, jnp.where(a.terminated, wrapped.num_actions - 1, actions)
+        )
+        return (a_next, b_next), (a_next, b_next)
+
+    init_keys = jax.random.split(jax.random.fold_in(key, 0), batch)
+    first = (jax.vmap(native.init)(init_keys), jax.vmap(wrapped.init)(init_keys))
+    plies = jax.random.split(jax.random.fold_in(key, 1), native.max_game_length + 2)
+    _, rest = jax.lax.scan(ply, first, plies)
+    fields = ("current_player", "legal_action_mask", "terminated", "rewards")
+    both = jax.tree.map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
+    return tuple({f: getattr(s, f) for f in fields} for s in both)
+
+
+@pytest.mark.parametrize("native_name", list(PAIRS))
+def test_pgx_agrees_with_native_rules(native_name):
+    """Identical legal moves, players, ends and results at every ply of 256 random games.
+    Othello: azjax ends a game as soon as neither player can place; pgx has both pass first,
+    so there pgx must offer only the pass for two more plies, then end with the same result."""
+    native, wrapped = games.make(native_name), games.make(PAIRS[native_name])
+    assert native.num_actions == wrapped.num_actions
+    a, b = jax.device_get(_play_both(native, wrapped, 256, jax.random.key(3)))
+    assert a["terminated"][-1].all() and b["terminated"][-1].all()
+    if native_name != "othello":
+        for field in a:
+            np.testing.assert_array_equal(a[field], b[field], err_msg=field)
+        return
+    end = a["terminated"].argmax(0)  # the ply at which each native game ended
+    b_end = b["terminated"].argmax(0)
+    only_pass = np.zeros(wrapped.num_actions, bool)
+    only_pass[OTHELLO_PASS] = True
+    for g in range(a["terminated"].shape[1]):
+        live = slice(0, end[g])
+        for field in a:
+            np.testing.assert_array_equal(a[field][live, g], b[field][live, g], err_msg=field)
+        assert b_end[g] in (end[g], end[g] + 2)
+        for t in range(end[g], b_end[g]):
+            np.testing.assert_array_equal(b["legal_action_mask"][t, g], only_pass)
+        np.testing.assert_array_equal(a["rewards"][end[g], g], b["rewards"][b_end[g], g])
+    assert (b_end > end).any()  # the double pass happened in some game
+
+
+def test_same_match_results():
+    """Pure MCTS (8 simulations, random rollouts) against random play scores the same in azjax's
+    Connect Four and pgx's: the two scores differ by less than the sum of their 95% interval
+    half-widths (normal approximation, `MatchResult.ci95`) over 64 games each."""
+    results = []
+    for name in ("connect4", "pgx:connect_four"):
+        game = games.make(name)
+        a, b = agents.make("mcts:8", game), agents.make("random", game)
+        results.append(arena.match(game, a, b, 64, jax.random.key(7)))
+    native, wrapped = results
+    assert native.games == wrapped.games == 64
+    assert abs(native.score - wrapped.score) < native.ci95 + wrapped.ci95, (native, wrapped)
+    assert native.score > 0.6 and wrapped.score > 0.6  # and search beats random in both
+
+
+def test_train_two_iterations(tmp_path):
+    """configs/pgx_tic_tac_toe.yaml trains (tiny)."""
+    overrides = [*TINY, "eval.final_num_games=4", "eval.opponents=[random]"]
+    config = load_config(ROOT / "configs" / "pgx_tic_tac_toe.yaml", overrides)
+    assert config.game.name == "pgx:tic_tac_toe"
+    final = train_and_evaluate(config, tmp_path, progress=False)
+    assert final["iteration"] == 2 and final["train/step"] == 8
+    assert sum(final[f"eval/random/{r}"] for r in ("wins", "draws", "losses")) == 4
