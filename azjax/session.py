@@ -85,7 +85,7 @@ def compiled_analysis(
 
 
 def analyst(spec: str) -> str:
-    """Who gives the hints and evaluations against opponent `spec` (`compiled_analysis`):
+    """Who gives the hints and analyses against opponent `spec` (`compiled_analysis`):
     a checkpoint's network with search, or pure MCTS for any other opponent."""
     parsed = agents.parse_spec(spec)
     if parsed.workdir is not None:
@@ -149,7 +149,7 @@ class Session:
         init_key, self._key = jax.random.split(jax.random.key(seed))
         self.states: list[State] = [_rules(game)[0](init_key)]
         self.plies: list[Ply] = []
-        self.evaluation: Advice | None = None
+        self.analysis: Advice | None = None
 
     @property
     def state(self) -> State:
@@ -182,16 +182,16 @@ class Session:
             raise IllegalMoveError("it is not your turn" if not self.over else "the game is over")
         return self._push(int(action), "human")
 
-    def reply(self, evaluate: bool = False) -> list[Ply]:
+    def reply(self, analyse: bool = False) -> list[Ply]:
         """The agent's moves until it is the person's turn again or the game ends.
 
-        With `evaluate`, `self.evaluation` holds the agent's analysis of the position before
+        With `analyse`, `self.analysis` holds the agent's analysis of the position before
         its last move (value from the agent's view).
         """
         plies = []
         while not self.over and not self.human_to_move:
-            if evaluate:
-                self.evaluation = self.advice()
+            if analyse:
+                self.analysis = self.advice()
             plies.append(self._push(self.agent(self.state, self._next_key()), "agent"))
         return plies
 
@@ -202,7 +202,7 @@ class Session:
             return False
         del self.plies[mine[-1] :]
         del self.states[mine[-1] + 1 :]
-        self.evaluation = None
+        self.analysis = None
         return True
 
     def advice(self, top: int = 3) -> Advice:

@@ -47,7 +47,7 @@ def server():
 
     port = free_port()
     config = uvicorn.Config(
-        create_app(None, evaluate=False), host="127.0.0.1", port=port, log_level="warning"
+        create_app(None, analyse=False), host="127.0.0.1", port=port, log_level="warning"
     )
     instance = uvicorn.Server(config)
     thread = threading.Thread(target=instance.run, daemon=True)

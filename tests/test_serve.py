@@ -56,7 +56,7 @@ def runs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(runs):
-    with TestClient(create_app(str(runs), evaluate=False)) as c:
+    with TestClient(create_app(str(runs), analyse=False)) as c:
         yield c
 
 
@@ -227,7 +227,7 @@ def test_games_are_independent_under_concurrent_requests(client):
 
 
 def test_least_recently_used_games_expire():
-    with TestClient(create_app(None, evaluate=False, max_games=2)) as c:
+    with TestClient(create_app(None, analyse=False, max_games=2)) as c:
         first, second, third = (new_game(c, seed=s) for s in range(3))
         assert c.get(f"/api/games/{first['id']}").status_code == 404
         assert c.get(f"/api/games/{second['id']}").status_code == 200
@@ -252,7 +252,7 @@ def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
 
     monkeypatch.setattr(agents, "make", counting_make)
     monkeypatch.setattr(session, "_AGENTS", collections.OrderedDict())
-    with TestClient(create_app(None, evaluate=False)) as c:
+    with TestClient(create_app(None, analyse=False)) as c:
         for seed in range(3):
             view = new_game(c, human=1, seed=seed)
             c.post(f"/api/games/{view['id']}/move", json={"action": clickable(view)[0], "ply": 1})
@@ -265,16 +265,16 @@ def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
     assert traces == ["random", f"policy:{path}@1"]
 
 
-def test_checkpoint_opponents_and_evaluation(runs):
+def test_checkpoint_opponents_and_analysis(runs):
     path = str(runs / "group" / "ttt")
-    with TestClient(create_app(str(runs), evaluate=True)) as c:
+    with TestClient(create_app(str(runs), analyse=True)) as c:
         view = new_game(c, human=1, opponent=f"policy:{path}@2", seed=2)
         assert view["moves"][0]["by"] == "agent"
-        evaluation = view["evaluation"]
-        assert view["analyst"] == evaluation["source"] == f"the network of {path}@2 with search"
-        assert -1.0 <= evaluation["value"] <= 1.0
-        assert {m["move"] for m in evaluation["moves"]} <= {str(c) for c in range(1, 10)}
-        assert sum(m["share"] for m in evaluation["moves"]) <= 1.0 + 1e-6
+        analysis = view["analysis"]
+        assert view["analyst"] == analysis["source"] == f"the network of {path}@2 with search"
+        assert -1.0 <= analysis["value"] <= 1.0
+        assert {m["move"] for m in analysis["moves"]} <= {str(c) for c in range(1, 10)}
+        assert sum(m["share"] for m in analysis["moves"]) <= 1.0 + 1e-6
         hint = c.post(f"/api/games/{view['id']}/hint", json={"ply": 1}).json()
         assert hint["source"] == view["analyst"]
         legal = set(view["legal"])
@@ -316,7 +316,7 @@ def test_moves_without_a_place_on_the_board_become_buttons():
     game_session = session.Session(game, "random", 0, seed=0)
     only_pass = jnp.zeros(game.num_actions, bool).at[game.num_actions - 1].set(True)
     game_session.states[-1] = game_session.state.replace(legal_action_mask=only_pass)
-    shown = view("g", BrowserGame(game_session, {"size": 6}), 0, evaluate=False)
+    shown = view("g", BrowserGame(game_session, {"size": 6}), 0, analyse=False)
     assert shown["buttons"] == [{"action": game.num_actions - 1, "label": "pass"}]
     assert clickable(shown) == [] and shown["legal"] == ["pass"]
 
@@ -373,7 +373,7 @@ def test_command_line_server_names_a_busy_port():
 
 @pytest.mark.parametrize("seed", [2**63, 2**64, -1])
 def test_new_game_refuses_seeds_out_of_range(runs, seed):
-    with TestClient(create_app(str(runs), evaluate=False), raise_server_exceptions=False) as c:
+    with TestClient(create_app(str(runs), analyse=False), raise_server_exceptions=False) as c:
         body = {"game": "tictactoe", "opponent": "random", "seed": seed}
         response = c.post("/api/games", json=body)
     assert response.status_code == 400
@@ -411,7 +411,7 @@ def test_memory_stays_flat_under_load():
                 view, moves = response.json(), moves + 1
         return moves
 
-    with TestClient(create_app(None, evaluate=False, max_games=32)) as client:
+    with TestClient(create_app(None, analyse=False, max_games=32)) as client:
         load(client, 45, 150, seed=10**6)
         gc.collect()
         before = rss_mb()
@@ -433,7 +433,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_good_one(tmp_path,
     run = tmp_path / "ttt"
     write_tiny_run(run, steps=(1, 2, 3))
     damage(run, 3, part)
-    with TestClient(create_app(str(tmp_path), evaluate=False)) as c:
+    with TestClient(create_app(str(tmp_path), analyse=False)) as c:
         listed = c.get("/api/options").json()["runs"]
         assert listed == [{"path": str(run), "game": "tictactoe", "kwargs": {}, "steps": [1, 2]}]
         view = new_game(c, human=1, opponent=f"search:{run}@2")

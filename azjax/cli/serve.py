@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="TCP port to listen on, 1-65535, or 0 for any free one (default 8000)",
     )
     parser.add_argument(
-        "--no-eval", action="store_true", help="skip the evaluation shown with each agent move"
+        "--no-analysis", action="store_true", help="skip the analysis shown with each agent move"
     )
     args = parser.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from azjax.web.app import create_app
 
-    app = create_app(args.runs, evaluate=not args.no_eval)
+    app = create_app(args.runs, analyse=not args.no_analysis)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"azjax: open http://{host}:{port}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -295,19 +295,19 @@ def ply_frames(session: Session, index: int) -> list[str]:
     return [*frames, board_svg(session, index + 1)]
 
 
-def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[str, Any]:
+def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[str, Any]:
     """Everything the page shows, with the plies from `first_new` on to animate."""
     session = entry.session
     game, state = session.game, session.state
     pic = svg.picture(game, state)
     drawn = {s.action for s in pic.shapes if s.action is not None}
     legal = game.legal_actions(state)
-    evaluation = None
-    if evaluate and session.evaluation is not None:
-        evaluation = {
-            "source": session.evaluation.source,
-            "value": session.evaluation.value,
-            "moves": [{"move": m, "share": p} for m, p in session.evaluation.moves],
+    analysis = None
+    if analyse and session.analysis is not None:
+        analysis = {
+            "source": session.analysis.source,
+            "value": session.analysis.value,
+            "moves": [{"move": m, "share": p} for m, p in session.analysis.moves],
         }
     return {
         "id": gid,
@@ -340,7 +340,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[s
             for i, p in enumerate(session.plies)
             if i >= first_new
         ],
-        "evaluation": evaluation,
+        "analysis": analysis,
     }
 
 
@@ -348,9 +348,9 @@ def view(gid: str, entry: BrowserGame, first_new: int, evaluate: bool) -> dict[s
 
 
 def create_app(
-    runs_dir: str | None = None, *, evaluate: bool = True, max_games: int = 256
+    runs_dir: str | None = None, *, analyse: bool = True, max_games: int = 256
 ) -> Starlette:
-    """The server. `runs_dir`: where to look for checkpoints; `evaluate`: analyse each agent
+    """The server. `runs_dir`: where to look for checkpoints; `analyse`: analyse each agent
     move (an extra search per move); `max_games`: games kept (the least recently used go)."""
     store: collections.OrderedDict[str, BrowserGame] = collections.OrderedDict()
     store_lock = threading.Lock()
@@ -418,7 +418,7 @@ def create_app(
 
         def start() -> BrowserGame:
             session = Session(games.make(name, **kwargs), data["opponent"], human, seed)
-            session.reply(evaluate)
+            session.reply(analyse)
             return BrowserGame(session, kwargs)
 
         try:
@@ -430,14 +430,14 @@ def create_app(
             store[gid] = entry
             while len(store) > max_games:
                 store.popitem(last=False)
-        return JSONResponse(view(gid, entry, 0, evaluate), status_code=201)
+        return JSONResponse(view(gid, entry, 0, analyse), status_code=201)
 
     async def show(request: Request) -> Response:
         gid, entry = lookup(request)
 
         def current() -> dict[str, Any]:
             with entry.lock:
-                return view(gid, entry, len(entry.session.plies), evaluate)
+                return view(gid, entry, len(entry.session.plies), analyse)
 
         return JSONResponse(await run_in_threadpool(current))
 
@@ -454,8 +454,8 @@ def create_app(
                     session.play(data["action"])
                 except IllegalMoveError as err:
                     raise ApiError(409 if session.over else 400, str(err)) from None
-                session.reply(evaluate)
-                return view(gid, entry, start, evaluate)
+                session.reply(analyse)
+                return view(gid, entry, start, analyse)
 
         return JSONResponse(await run_in_threadpool(play))
 
@@ -468,7 +468,7 @@ def create_app(
                 check_ply(entry, data["ply"])
                 if not entry.session.undo():
                     raise ApiError(409, "nothing to undo: you have not moved yet")
-                return view(gid, entry, len(entry.session.plies), evaluate)
+                return view(gid, entry, len(entry.session.plies), analyse)
 
         return JSONResponse(await run_in_threadpool(take_back))
 
@@ -476,7 +476,7 @@ def create_app(
         _, entry = lookup(request)
         data = fields(await read_json(request), ply=(int, True))
 
-        def analyse() -> dict[str, Any]:
+        def give_hint() -> dict[str, Any]:
             with entry.lock:
                 check_ply(entry, data["ply"])
                 if not entry.session.human_to_move:
@@ -485,7 +485,7 @@ def create_app(
                 moves = [{"move": m, "share": p} for m, p in advice.moves]
                 return {"moves": moves, "value": advice.value, "source": advice.source}
 
-        return JSONResponse(await run_in_threadpool(analyse))
+        return JSONResponse(await run_in_threadpool(give_hint))
 
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)

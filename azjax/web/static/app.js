@@ -105,8 +105,8 @@ function renderMoves(view) {
 }
 
 function renderEvaluation(view) {
-  const ev = view.evaluation;
-  $("evaluation").hidden = !ev;
+  const ev = view.analysis;
+  $("analysis").hidden = !ev;
   if (!ev) return;
   const v = ev.value;
   $("eval-label").textContent =
@@ -202,7 +202,7 @@ async function guarded(work) {
 
 function newGame() {
   return guarded(async () => {
-    $("evaluation").hidden = true;
+    $("analysis").hidden = true;
     $("status").textContent = "Starting…";
     const view = await api("/api/games", {
       game: $("game").value,
