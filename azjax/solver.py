@@ -105,6 +105,17 @@ class RefereeSet:
         """The labelled positions (the shipped set by default)."""
         return _load(self, path)
 
+    def write(self, data: dict[str, Any], path: str | pathlib.Path | None = None) -> None:
+        """Write a position set (its header fields and `positions`), one position per line so
+        that regenerated files diff cleanly (the shipped file by default)."""
+        file = pathlib.Path(path) if path is not None else self.path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        head = {k: v for k, v in data.items() if k != "positions"}
+        lines = [json.dumps(p, separators=(",", ":")) for p in data["positions"]]
+        body = ",\n".join(lines)
+        file.write_text(json.dumps(head, indent=1)[:-2] + f',\n "positions": [\n{body}\n]}}\n')
+        print(f"wrote {len(lines)} positions to {file}")
+
 
 @functools.cache
 def _load(referee: RefereeSet, path: str | None) -> tuple[Position, ...]:

@@ -16,12 +16,12 @@ move: positive wins (larger = sooner), 0 draws, negative loses (more negative = 
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import random
 import sys
 
-OUT = pathlib.Path(__file__).resolve().parent.parent / "azjax" / "data" / "connect4_positions.json"
+from azjax.solver import CONNECT4
+
 COLS = 7
 BOOK_PLIES = 12  # plies covered by bitbully's opening book
 
@@ -100,20 +100,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-ply", type=int, default=38)
     parser.add_argument("--random-prob", type=float, default=0.35)
-    parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    parser.add_argument("--out", type=pathlib.Path, default=CONNECT4.path)
     args = parser.parse_args(argv)
     try:
         import bitbully  # noqa: F401
     except ImportError:
         parser.error("bitbully is not installed; pip install -e '.[solver]'")
     data = generate(args.count, args.seed, args.max_ply, args.random_prob)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    # One position per line, so that regenerated files diff cleanly.
-    head = {k: v for k, v in data.items() if k != "positions"}
-    lines = [json.dumps(p, separators=(",", ":")) for p in data["positions"]]
-    text = json.dumps(head, indent=1)[:-2] + ',\n "positions": [\n' + ",\n".join(lines) + "\n]}\n"
-    args.out.write_text(text)
-    print(f"wrote {len(data['positions'])} positions to {args.out}")
+    CONNECT4.write(data, args.out)
 
 
 if __name__ == "__main__":

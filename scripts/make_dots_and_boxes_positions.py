@@ -19,7 +19,6 @@ both sides then play perfectly; null for a drawn line.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import random
 import sys
@@ -118,13 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=pathlib.Path, default=DOTS_AND_BOXES.path)
     args = parser.parse_args(argv)
     data = generate(args.count, args.seed, args.max_ply, args.random_prob)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    # One position per line, so that regenerated files diff cleanly.
-    head = {k: v for k, v in data.items() if k != "positions"}
-    lines = [json.dumps(p, separators=(",", ":")) for p in data["positions"]]
-    text = json.dumps(head, indent=1)[:-2] + ',\n "positions": [\n' + ",\n".join(lines) + "\n]}\n"
-    args.out.write_text(text)
-    print(f"wrote {len(data['positions'])} positions to {args.out}")
+    DOTS_AND_BOXES.write(data, args.out)
 
 
 if __name__ == "__main__":
