@@ -7,7 +7,9 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   and the ratio self-play time / network time (the search and game overhead);
 - the fraction of searched positions that became training targets (value known, emitted);
 - a plain loop that plays B games from the start until all have finished (no auto-reset),
-  its useful positions/s and the share of its searches spent on finished games.
+  its useful positions/s and the share of its searches spent on finished games;
+- memory: bytes per game in flight (the self-play carry, pending positions included, over B)
+  and per replay-buffer position (without and with the game States kept for reanalyse).
 
 Defaults are the full CPU/GPU grid of the issue; pick a small one on CPU, e.g.
 `--games connect4 --nets 2x32 --batches 64 --sims 16 --chunks 2 --warmup 0`.
@@ -21,10 +23,11 @@ import time
 
 import jax
 import jax.numpy as jnp
-from benchlib import device_description, game_list, int_list, write_report
+from benchlib import device_description, game_list, int_list, tree_bytes, write_report
 
 import games
 from azjax.network import NetworkConfig, init_params, make_network
+from azjax.replay import replay_init
 from azjax.search import SearchConfig, network_evaluator, run_search
 from azjax.selfplay import SelfPlayConfig, make_selfplay
 
@@ -188,6 +191,11 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "ratio": seconds / net_seconds,
         "target_fraction": emitted / searched,
         "clock": args.clock,
+        "bytes_per_game_in_flight": tree_bytes(jax.eval_shape(init_fn, jax.random.key(0))) / batch,
+        "bytes_per_buffer_position": tree_bytes(jax.eval_shape(lambda: replay_init(game, 1))),
+        "bytes_per_buffer_position_with_states": tree_bytes(
+            jax.eval_shape(lambda: replay_init(game, 1, keep_states=True))
+        ),
     }
     if not args.no_plain:
         plain_s, played, steps = plain_loop(game, evaluate, params, search, batch)

@@ -4,10 +4,17 @@ are measured by running them, never asserted here)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
+import jax
 from test_train import ROOT
+
+import games
+
+GAME = games.make("tictactoe")
+KEY = jax.random.key(0)
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
@@ -41,6 +48,15 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         assert row["simulations_per_s"] == 2 * row["positions_per_s"]  # no PCR: 2 sims a move
         assert 0 < row["target_fraction"] <= 1  # games of the first chunk end in the second
         assert 0 <= row["plain_wasted_fraction"] < 1
+        # Memory: a position keeps its float32 observation, and the State on top for reanalyse;
+        # a game in flight keeps its pending positions, up to a whole game's observations.
+        observation = 4 * math.prod(GAME.observation_shape)
+        state = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(GAME.init(KEY)))
+        assert row["bytes_per_buffer_position"] > observation
+        assert (
+            row["bytes_per_buffer_position_with_states"] == row["bytes_per_buffer_position"] + state
+        )
+        assert row["bytes_per_game_in_flight"] > GAME.max_game_length * observation
 
 
 def test_bench_refuses_bad_arguments():
