@@ -162,7 +162,6 @@ def make_rollout(
             reward=nxt.rewards[mover],
             discount=discount(state, nxt),
             terminated=ended,
-            player=mover,
             root_value=out.root_value[0],
             score=final_score(nxt, mover),
             valid=jnp.bool_(True),

@@ -114,7 +114,6 @@ def empty_trajectory(
         reward=jnp.zeros(lead, jnp.float32),
         discount=jnp.zeros(lead, jnp.float32),
         terminated=jnp.zeros(lead, jnp.bool_),
-        player=jnp.zeros(lead, jnp.int32),
         root_value=jnp.zeros(lead, jnp.float32),
         score=jnp.zeros(lead, jnp.float32),
         valid=jnp.zeros(lead, jnp.bool_),

@@ -43,7 +43,6 @@ class Trajectory:
     reward: Array  # float32 [T, B], the mover's reward for the move played
     discount: Array  # float32 [T, B], 0 if the move ended the game, +1 same mover next, else -1
     terminated: Array  # bool [T, B], the move ended the game
-    player: Array  # int32 [T, B], the player to move
     root_value: Array  # float32 [T, B], the searched value, mover's view
     score: Array  # float32 [T, B], at a game-ending move its final score margin from the
     #   mover's view / num_actions (games with `has_score`), else 0

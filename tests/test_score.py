@@ -30,15 +30,14 @@ def expected_scores(game, trajectory):
     for b in range(batch):
         state, game_positions = game.init(jax.random.key(0)), []
         for t in range(length):
-            game_positions.append(t)
+            game_positions.append((t, int(state.current_player)))
             state = step(state, int(trajectory.action[t, b]))
             if bool(state.terminated):
                 margin = float(score(state)) / game.num_actions
-                for u in game_positions:
-                    sign = 1.0 if trajectory.player[u, b] == 0 else -1.0
-                    out[(u, b)] = sign * margin
+                for u, mover in game_positions:
+                    out[(u, b)] = (1.0 if mover == 0 else -1.0) * margin
                 state, game_positions = game.init(jax.random.key(0)), []
-        for u in game_positions:
+        for u, _ in game_positions:
             out[(u, b)] = None
     return out
 

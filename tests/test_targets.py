@@ -52,7 +52,6 @@ def make_trajectory(
         reward=jnp.asarray(rewards),
         discount=jnp.asarray(discount, jnp.float32),
         terminated=jnp.asarray(terminated),
-        player=jnp.asarray(players),
         root_value=jnp.zeros((length, batch), jnp.float32)
         if root_value is None
         else jnp.asarray(root_value, jnp.float32),
