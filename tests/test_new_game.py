@@ -187,7 +187,7 @@ def test_train_then_play_in_the_arena_and_the_browser(tmp_path):
     result = arena.match(game, trained, agents.make("random", game), 8, jax.random.key(0))
     assert result.games == 8
 
-    with TestClient(create_app(str(tmp_path), evaluate=False)) as client:
+    with TestClient(create_app(str(tmp_path), analyse=False)) as client:
         options = client.get("/api/options").json()
         assert "connect3" in [g["name"] for g in options["games"]]
         assert [r["game"] for r in options["runs"]] == ["connect3"]

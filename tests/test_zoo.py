@@ -138,7 +138,7 @@ def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
 
 
 def test_browser_server_offers_zoo_models_without_runs():
-    with TestClient(create_app(None, evaluate=False)) as client:
+    with TestClient(create_app(None, analyse=False)) as client:
         options = client.get("/api/options").json()
         assert options["zoo"] == [
             {"name": "c4", "game": "connect4", "kwargs": {}, "strength": "-", "default": True},
