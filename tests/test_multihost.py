@@ -1,0 +1,295 @@
+"""Multi-host on one machine: two JAX processes (2 fake CPU devices each, 4 in all) train
+Tic-Tac-Toe through `azjax-train` into one shared workdir, stop after a checkpoint, and a second
+pair resumes it; the result equals a single process training on 4 devices.
+
+Each process joins the cluster the way a pod host does: `azjax.parallel.initialize_distributed`
+reads JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID. An audit hook in every
+process records the files it writes, so the test can tell which process wrote what. Beside
+it, which environments (SSH, SLURM, Open MPI, TPU) make `initialize_distributed` join a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+from test_train import ROOT, TICTACTOE, TINY
+
+from azjax import parallel
+from azjax.checkpoint import list_steps, load_for_inference
+from azjax.metrics import read_metrics
+
+# The audit hook records every file opened for writing, removed or renamed; the list goes to
+# argv[1] (outside the workdir) when the run ends. Then the real entry point: azjax-train.
+CHILD = r"""
+import json
+import os
+import sys
+
+written = set()
+
+
+def audit(event, args):
+    if event == "open" and not isinstance(args[0], int):
+        path, mode, flags = args
+        writes = any(c in mode for c in "wax+") if mode else flags & (os.O_WRONLY | os.O_RDWR)
+        if writes:
+            written.add(os.path.abspath(os.fsdecode(path)))
+    elif event in ("os.remove", "os.rename", "os.replace", "shutil.rmtree"):
+        written.add(os.path.abspath(os.fsdecode(args[0])))
+
+
+sys.addaudithook(audit)
+from azjax.cli.train import main
+
+code = main(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    json.dump(sorted(written), f)
+sys.exit(code)
+"""
+
+# Iteration 1, a checkpoint, then iteration 2 after the resume: with a constant learning rate
+# (final_lr_fraction=1) the schedule does not depend on train.iterations, so a run stopped at
+# 1 and resumed to 2 must equal one that trains 2 iterations straight.
+OVERRIDES = [o for o in TINY if not o.startswith("train.iterations")]
+OVERRIDES += ["optim.final_lr_fraction=1.0", "checkpoint.keep=5"]
+TIMEOUT = 240  # seconds per phase; a healthy one takes under a minute on 2 busy cores
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(devices: int, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("JAX_", "SLURM_", "OMPI_", "TPU_", "AZJAX_DISTRIBUTED"))
+    }
+    cache = os.environ.get("AZJAX_JAX_CACHE", str(ROOT / ".jax_cache"))
+    env.update(
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        JAX_PLATFORMS="cpu",
+        AZJAX_JAX_CACHE=cache,
+        **extra,
+    )
+    return env
+
+
+def _ours(stdout: str) -> str:
+    """Stdout without the collectives library's connection notices."""
+    return "".join(line for line in stdout.splitlines(True) if not line.startswith("[Gloo]"))
+
+
+class Phase:
+    """Processes of one training phase, started together; `wait()` checks they all succeed."""
+
+    def __init__(self, name: str, tmp: pathlib.Path) -> None:
+        self.name, self.tmp, self.procs = name, tmp, []
+
+    def start(self, workdir: pathlib.Path, iterations: int, env: dict[str, str]) -> None:
+        i = len(self.procs)
+        base = self.tmp / f"{self.name}-{i}"
+        argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet"]
+        argv += [*OVERRIDES, f"train.iterations={iterations}"]
+        with open(f"{base}.out", "w") as out, open(f"{base}.err", "w") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", CHILD, f"{base}.written.json", *argv],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=err,
+            )
+        self.procs.append((proc, base))
+
+    def wait(self) -> list[dict]:
+        """[{stdout, stderr, written}] of each process; fails naming every process's stderr."""
+        deadline, failed = time.monotonic() + TIMEOUT, False
+        for proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                failed = True
+            failed |= proc.returncode != 0
+        self.kill()
+        results = []
+        for proc, base in self.procs:
+            written = pathlib.Path(f"{base}.written.json")
+            results.append(
+                {
+                    "returncode": proc.returncode,
+                    "stdout": _ours(pathlib.Path(f"{base}.out").read_text()),
+                    "stderr": pathlib.Path(f"{base}.err").read_text(),
+                    "written": json.loads(written.read_text()) if written.exists() else None,
+                }
+            )
+        assert not failed, self.report(results)
+        return results
+
+    def kill(self) -> None:
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def report(self, results: list[dict]) -> str:
+        parts = [f"phase {self.name} failed (timeout {TIMEOUT} s):"]
+        for i, r in enumerate(results):
+            parts.append(f"--- process {i}: exit {r['returncode']}\nstdout:\n{r['stdout'][-3000:]}")
+            parts.append(f"stderr:\n{r['stderr'][-6000:]}")
+        return "\n".join(parts)
+
+
+def start_pair(phase: Phase, workdir: pathlib.Path, iterations: int) -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    for i in range(2):
+        env = _env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i))
+        phase.start(workdir, iterations, env)
+
+
+def in_workdir(paths: list[str], workdir: pathlib.Path) -> set[str]:
+    """The paths under `workdir`, relative, with run-specific file names reduced to their kind."""
+    root, out = workdir.resolve(), set()
+    for p in map(pathlib.Path, paths):
+        if p.is_relative_to(root):
+            rel = p.relative_to(root)
+            out.add("tensorboard/*" if rel.parts[0] == "tensorboard" else rel.as_posix())
+    return out
+
+
+CLUSTER_ENV = {
+    "plain": ({}, None),
+    "ssh": (
+        {
+            "JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
+            "JAX_NUM_PROCESSES": "4",
+            "JAX_PROCESS_ID": "3",
+        },
+        ("10.0.0.1:1234", 4, 3),
+    ),
+    "salloc shell": ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, None),
+    "srun, 1 task": ({"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n1", "SLURM_NTASKS": "1"}, None),
+    "srun, 2 tasks": (
+        {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NTASKS": "2"},
+        (None, None, None),
+    ),
+    "mpirun -n 2": ({"OMPI_COMM_WORLD_SIZE": "2"}, (None, None, None)),
+    "gke tpu slice": ({"TPU_WORKER_HOSTNAMES": "t0,t1"}, (None, None, None)),
+    "tpu vm": ({"TPU_WORKER_HOSTNAMES": "t0"}, None),
+    "forced": ({"AZJAX_DISTRIBUTED": "1"}, (None, None, None)),
+    "skipped": ({"AZJAX_DISTRIBUTED": "0", "JAX_COORDINATOR_ADDRESS": "h:1"}, None),
+}
+
+
+@pytest.mark.parametrize("case", CLUSTER_ENV)
+def test_initialize_distributed_reads_the_environment(case, monkeypatch):
+    """Which environments join a cluster, and with what: JAX itself reads only
+    JAX_COORDINATOR_ADDRESS, so the process count and id must be passed on."""
+    env, expected = CLUSTER_ENV[case]
+    for key in list(os.environ):
+        if key.startswith(("JAX_", "SLURM_", "OMPI_", "TPU_", "AZJAX_DISTRIBUTED")):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    calls = []
+
+    def initialize(coordinator_address=None, num_processes=None, process_id=None):
+        calls.append((coordinator_address, num_processes, process_id))
+
+    monkeypatch.setattr(jax.distributed, "initialize", initialize)
+    assert parallel.initialize_distributed() == (expected is not None)
+    assert calls == ([] if expected is None else [expected])
+
+
+def test_initialize_distributed_names_a_bad_variable(monkeypatch):
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "h:1")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "two")
+    monkeypatch.delenv("AZJAX_DISTRIBUTED", raising=False)
+    monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: None)
+    with pytest.raises(ValueError, match="JAX_NUM_PROCESSES='two' must be an integer"):
+        parallel.initialize_distributed()
+
+
+@pytest.fixture
+def phases(tmp_path):
+    """`phases(name)` makes a Phase; processes still running at the end are killed."""
+    made = []
+
+    def make(name: str) -> Phase:
+        made.append(Phase(name, tmp_path))
+        return made[-1]
+
+    yield make
+    for phase in made:
+        phase.kill()
+
+
+def test_two_processes_train_resume_and_match_one_process(tmp_path, phases):
+    workdir, single = tmp_path / "pod", tmp_path / "single"
+
+    # Phase 1: two processes train iteration 1 and checkpoint it; meanwhile one process with
+    # 4 devices trains both iterations straight (the reference).
+    first, reference = phases("first"), phases("reference")
+    start_pair(first, workdir, iterations=1)
+    reference.start(single, 2, _env(4))
+    p0, p1 = first.wait()
+    assert "2 process(es)" in p0["stdout"] and "4 cpu device(s)" in p0["stdout"], p0["stdout"]
+    assert p1["stdout"].strip() == "", p1["stdout"]  # the banner and summary: process 0 only
+    assert list_steps(workdir) == [1]
+    assert [r["iteration"] for r in read_metrics(workdir / "metrics.jsonl")] == [1]
+
+    # Only process 0 writes the run's files: the lock, config.yaml, metrics.jsonl, TensorBoard.
+    # Process 1 writes nothing in the workdir outside the checkpoint (its shards of the games
+    # in flight and of the replay buffer go there).
+    mine = {"azjax.lock", "config.yaml", "metrics.jsonl", "tensorboard/*"}
+    assert mine <= in_workdir(p0["written"], workdir), p0["written"]
+    others = {p for p in in_workdir(p1["written"], workdir) if not p.startswith("checkpoints/")}
+    assert not others, p1["written"]
+    assert any("process_1" in p for p in in_workdir(p1["written"], workdir)), p1["written"]
+    assert not (workdir / "azjax.lock").exists()  # released at the end
+
+    # Phase 2: a new pair resumes from checkpoint 1 and trains iteration 2.
+    second = phases("second")
+    start_pair(second, workdir, iterations=2)
+    q0, q1 = second.wait()
+    assert q0["stdout"].count(f"resuming from iteration 1 in {workdir}") == 1, q0["stdout"]
+    assert "done: 1 iterations" in q0["stdout"] and "resumed at iteration 1" in q0["stdout"]
+    assert q1["stdout"].strip() == "", q1["stdout"]
+    others = {p for p in in_workdir(q1["written"], workdir) if not p.startswith("checkpoints/")}
+    assert not others, q1["written"]
+    assert mine <= in_workdir(q0["written"], workdir), q0["written"]
+    assert list_steps(workdir) == [1, 2]
+    records = read_metrics(workdir / "metrics.jsonl")
+    assert [r["iteration"] for r in records] == [1, 2], records  # no line twice
+    assert [r["train/step"] for r in records] == [4, 8]  # iteration 2 continued the count
+    assert len(list((workdir / "tensorboard").iterdir())) == 2  # one event file per phase
+    assert (workdir / "config.yaml").read_text().count("iterations: 2") == 1
+
+    # The same run as one process on 4 devices: the same losses and final parameters.
+    (solo,) = reference.wait()
+    assert "(1 process(es))" in solo["stdout"] and "4 cpu device(s)" in solo["stdout"]
+    expected = read_metrics(single / "metrics.jsonl")
+    for got, want in zip(records, expected, strict=True):
+        for key in ("train/loss", "train/policy_loss", "train/value_loss", "replay/size"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
+    # Not bit-identical: the cross-process all-reduce may add in another order (~1e-7 apart).
+    _, pod_params = load_for_inference(str(workdir))
+    _, single_params = load_for_inference(str(single))
+    _, halfway = load_for_inference(str(single), step=1)
+    assert jax.tree.structure(pod_params) == jax.tree.structure(single_params)
+    leaves = zip(*map(jax.tree.leaves, (pod_params, single_params, halfway)), strict=True)
+    moved = 0.0
+    for a, b, c in leaves:
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+        moved = max(moved, float(np.abs(np.asarray(b) - np.asarray(c)).max()))
+    assert moved > 1e-3, moved  # iteration 2 changed the parameters far beyond the tolerance
