@@ -1,15 +1,17 @@
 """Devices: one `jax.sharding.Mesh` over every device, with a single "data" axis.
 
-The same code runs on one CPU, several GPUs, a TPU host and a multi-host pod: self-play games
-and training batches are split over the "data" axis, parameters, optimizer state and the
-replay buffer are replicated, and the compiler inserts the gradient all-reduce. There is no
-per-device Python (no pmap).
+The same code runs on one CPU, several GPUs, a TPU host and a multi-host pod: self-play games,
+training batches and the replay buffer (one shard per device) are split over the "data" axis,
+parameters and optimizer state are replicated, and the compiler inserts the gradient
+all-reduce. There is no per-device Python (no pmap).
 
 Multi-host: call `initialize_distributed()` before touching any device. It runs
-`jax.distributed.initialize()` when the environment describes a cluster: `JAX_COORDINATOR_ADDRESS`
-(with `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID`), a Cloud TPU pod slice, SLURM or Open MPI
-(all detected by JAX itself); set `AZJAX_DISTRIBUTED=1` to force it, `AZJAX_DISTRIBUTED=0`
-to skip it.
+`jax.distributed.initialize()` when the environment describes a cluster of several processes:
+`JAX_COORDINATOR_ADDRESS` with `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID` (passed on explicitly:
+JAX reads only the first), `TPU_WORKER_HOSTNAMES` naming several hosts (TPU slices on GKE),
+`srun` with several SLURM tasks, or Open MPI with several ranks (for the last three JAX finds
+the rest itself). Set `AZJAX_DISTRIBUTED=1` to force it (a Cloud TPU VM pod slice: JAX finds
+its hosts in the VM metadata), `AZJAX_DISTRIBUTED=0` to skip it.
 """
 
 from __future__ import annotations
@@ -23,25 +25,40 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 DATA = "data"
 
-_CLUSTER_ENV = (
-    "JAX_COORDINATOR_ADDRESS",
-    "TPU_WORKER_HOSTNAMES",  # Cloud TPU pod slices list their hosts here
-    "SLURM_JOB_ID",
-    "OMPI_COMM_WORLD_SIZE",
-)
+
+def _count(name: str, default: int | None = None) -> int | None:
+    value = os.environ.get(name, "")
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} must be an integer") from None
+
+
+def _in_cluster() -> bool:
+    """Whether the environment describes a cluster of several processes that JAX can join."""
+    if os.environ.get("JAX_COORDINATOR_ADDRESS"):
+        return True
+    if "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):  # a single-host TPU VM lists itself
+        return True
+    # SLURM: inside `srun` with several tasks (not a batch script's or salloc's own shell)
+    if os.environ.get("SLURM_STEP_NODELIST") and _count("SLURM_NTASKS", 1) > 1:
+        return True
+    return _count("OMPI_COMM_WORLD_SIZE", 1) > 1
 
 
 def initialize_distributed() -> bool:
     """Join a multi-process JAX cluster when the environment describes one; True if joined."""
     flag = os.environ.get("AZJAX_DISTRIBUTED", "")
-    if flag == "0":
+    if flag == "0" or (flag != "1" and not _in_cluster()):
         return False
-    hosts = os.environ.get("TPU_WORKER_HOSTNAMES", "")
-    in_cluster = any(os.environ.get(k) for k in _CLUSTER_ENV if k != "TPU_WORKER_HOSTNAMES")
-    in_cluster |= "," in hosts  # a single-host TPU VM lists only itself
-    if flag != "1" and not in_cluster:
-        return False
-    jax.distributed.initialize()
+    # JAX reads JAX_COORDINATOR_ADDRESS itself, but not the process count and id
+    jax.distributed.initialize(
+        os.environ.get("JAX_COORDINATOR_ADDRESS") or None,
+        num_processes=_count("JAX_NUM_PROCESSES"),
+        process_id=_count("JAX_PROCESS_ID"),
+    )
     return True
 
 

@@ -1,18 +1,26 @@
-"""On-device circular replay buffer of training positions, with symmetry augmentation.
+"""On-device circular replay buffer of training positions, sharded over devices, with
+symmetry augmentation.
 
-`replay_add` stores the valid slots of an `Examples` batch at the write position (a scatter at
-computed indices, so every shape is static); `make_sampler` builds the function that draws a
-uniform batch and maps each position through a random element of the game's symmetry group.
-Everything is pure and jittable; the buffer never leaves the device.
+The buffer's `capacity` slots are split into `shards` contiguous blocks (one per device of the
+mesh's data axis), each a circular buffer of its own with its own write position and size:
+`replay_add` stores each device's share of an `Examples` batch in that device's block (a
+scatter at computed indices, so every shape is static), and `make_sampler` draws each device's
+share of a batch uniformly from its own block and maps every position through a random element
+of the game's symmetry group. So no position moves between devices, and the capacity grows
+with the devices at a fixed memory per device. `replay_reshard` regroups a buffer for another
+number of shards (a checkpoint resumed on another device count). Everything is pure and
+jittable; the buffer never leaves the device.
 
-With `keep_states`, the buffer also stores each position's game State (for reanalyse: a few
-dozen bytes per position, see the README), and the sampler can refresh the targets of the
-drawn positions (`refresh`) before the symmetry is applied, so a re-searched policy moves
-with its observation.
+A position is stored as its observation, or as its game State when the State is smaller
+(`stores_states`; the sampler observes it, so the network sees the same planes) or when
+reanalyse needs it. The sampler can then refresh the targets of the drawn positions
+(`refresh`) before the symmetry is applied, so a re-searched policy moves with its
+observation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -29,60 +37,100 @@ Array = jax.Array
 class Batch:
     """Training positions: a sampled batch [B], or the buffer's storage [C]."""
 
-    observation: Array  # float32 [N, H, W, Ch]
+    observation: Array | None  # float32 [N, H, W, Ch]; None in storage that keeps states
     policy: Array  # float32 [N, A]
     policy_mask: Array  # bool [N]
     value: Array  # float32 [N]
     score: Array  # float32 [N], scaled final score margin, mover's view (0: the game has none)
-    state: State | None = None  # [N] game states (stored with `keep_states`), else None
+    state: State | None = None  # [N] game states (stored with `states`), else None
 
 
 @struct.dataclass
 class ReplayBuffer:
-    """Positions in slots [0, size); the next one is written at `position` (mod capacity)."""
+    """`shards` circular buffers in contiguous blocks of `capacity // shards` slots; shard s
+    holds positions in its slots [0, size[s]) and writes the next one at `position[s]`."""
 
     stored: Batch  # [C]
-    position: Array  # int32, next slot to write
-    size: Array  # int32, filled slots (<= C)
+    position: Array  # int32 [S], next slot to write in each shard (mod C / S)
+    size: Array  # int32 [S], filled slots of each shard (<= C / S)
 
     @property
     def capacity(self) -> int:
         return self.stored.value.shape[0]
 
+    @property
+    def shards(self) -> int:
+        return self.position.shape[0]
 
-def replay_init(game: Game, capacity: int, keep_states: bool = False) -> ReplayBuffer:
-    """An empty buffer of `capacity` positions for `game`, with room for their game states
-    when `keep_states`."""
-    state = jax.eval_shape(game.init, jax.random.key(0)) if keep_states else None
+
+def tree_bytes(tree) -> int:
+    """Bytes of a pytree of arrays or shapes (`jax.eval_shape` output): nothing is allocated."""
+    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+def stores_states(game: Game) -> bool:
+    """Whether a position takes fewer bytes as its game State than as its observation."""
+    state = jax.eval_shape(game.init, jax.random.key(0))
+    return tree_bytes(state) < math.prod(game.observation_shape) * 4
+
+
+def replay_init(game: Game, capacity: int, shards: int = 1, states: bool = False) -> ReplayBuffer:
+    """An empty buffer of `capacity` positions of `game` in `shards` blocks (a divisor of the
+    capacity), storing game states instead of observations when `states`."""
+    if shards < 1 or capacity % shards:
+        raise ValueError(f"replay capacity {capacity} must be a multiple of shards={shards}")
+    state = jax.eval_shape(game.init, jax.random.key(0)) if states else None
     return ReplayBuffer(
         stored=Batch(
-            observation=jnp.zeros((capacity, *game.observation_shape), jnp.float32),
+            observation=None
+            if states
+            else jnp.zeros((capacity, *game.observation_shape), jnp.float32),
             policy=jnp.zeros((capacity, game.num_actions), jnp.float32),
             policy_mask=jnp.zeros((capacity,), jnp.bool_),
             value=jnp.zeros((capacity,), jnp.float32),
             score=jnp.zeros((capacity,), jnp.float32),
             state=jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), state),
         ),
-        position=jnp.int32(0),
-        size=jnp.int32(0),
+        position=jnp.zeros(shards, jnp.int32),
+        size=jnp.zeros(shards, jnp.int32),
     )
+
+
+def _blocks(tree, shards: int):
+    """[N, ...] -> [shards, N // shards, ...] on every leaf."""
+    return jax.tree.map(lambda x: x.reshape(shards, x.shape[0] // shards, *x.shape[1:]), tree)
+
+
+def _flat(tree):
+    """[S, M, ...] -> [S * M, ...] on every leaf."""
+    return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)
+
+
+def _add_one(stored: Batch, position: Array, size: Array, new: Batch, valid: Array):
+    """One shard: append the valid positions of `new` in order, overwriting the oldest."""
+    capacity = stored.value.shape[0]
+    count = jnp.sum(valid, dtype=jnp.int32)
+    rank = jnp.cumsum(valid, dtype=jnp.int32) - 1  # order among the valid examples
+    keep = valid & (rank >= count - capacity)  # more than the capacity: the last ones
+    index = jnp.where(keep, (position + rank) % capacity, capacity)  # capacity: dropped
+
+    def put(store: Array, values: Array) -> Array:
+        return store.at[index].set(values.astype(store.dtype), mode="drop")
+
+    stored = jax.tree.map(put, stored, new)
+    return stored, (position + count) % capacity, jnp.minimum(size + count, capacity)
 
 
 def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
     """Append the valid examples in order, overwriting the oldest positions when full.
 
-    When a batch holds more valid examples than the capacity, only its last `capacity` are kept.
+    The examples [N] are split into `buffer.shards` contiguous parts (N must be a multiple),
+    part s going to shard s; a part with more valid examples than its shard's capacity keeps
+    its last ones. Examples carry what the buffer stores (observations or states).
     """
-    capacity = buffer.capacity
-    valid = examples.valid
-    count = jnp.sum(valid, dtype=jnp.int32)
-    rank = jnp.cumsum(valid, dtype=jnp.int32) - 1  # order among the valid examples
-    keep = valid & (rank >= count - capacity)
-    index = jnp.where(keep, (buffer.position + rank) % capacity, capacity)  # capacity: dropped
-
-    def put(store: Array, values: Array) -> Array:
-        return store.at[index].set(values.astype(store.dtype), mode="drop")
-
+    shards = buffer.shards
+    if examples.valid.shape[0] % shards:
+        raise ValueError(f"{examples.valid.shape[0]} examples do not split into {shards} shards")
     new = Batch(
         examples.observation,
         examples.policy,
@@ -91,21 +139,51 @@ def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
         examples.score,
         examples.state,
     )
-    return buffer.replace(
-        stored=jax.tree.map(put, buffer.stored, new),
-        position=(buffer.position + count) % capacity,
-        size=jnp.minimum(buffer.size + count, capacity),
+    stored, position, size = jax.vmap(_add_one)(
+        _blocks(buffer.stored, shards),
+        buffer.position,
+        buffer.size,
+        _blocks(new, shards),
+        _blocks(examples.valid, shards),
     )
+    return ReplayBuffer(_flat(stored), position, size)
+
+
+def replay_reshard(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:
+    """The same positions in `shards` blocks: dealt out oldest first, in turn, so each new
+    shard gets an even share and keeps the age order (its oldest is overwritten first)."""
+    capacity, old = buffer.capacity, buffer.shards
+    if shards < 1 or capacity % shards:
+        raise ValueError(f"replay capacity {capacity} must be a multiple of shards={shards}")
+    block, new_block = capacity // old, capacity // shards
+    slot = jnp.arange(capacity)
+    shard, local = slot // block, slot % block
+    size = buffer.size[shard]
+    full = size == block
+    age = (local - jnp.where(full, buffer.position[shard], 0)) % block  # 0: the oldest
+    valid = local < size
+    order = jnp.argsort(jnp.where(valid, age * old + shard, capacity * old))
+    rank = jnp.zeros(capacity, jnp.int32).at[order].set(jnp.arange(capacity, dtype=jnp.int32))
+    index = jnp.where(valid, (rank % shards) * new_block + rank // shards, capacity)
+
+    def move(x: Array) -> Array:
+        return jnp.zeros_like(x).at[index].set(x, mode="drop")
+
+    total = buffer.size.sum()
+    new_size = jnp.maximum(total - jnp.arange(shards, dtype=jnp.int32) + shards - 1, 0) // shards
+    return ReplayBuffer(jax.tree.map(move, buffer.stored), new_size % new_block, new_size)
 
 
 def make_sampler(game: Game, batch_size: int, augment: bool = True):
-    """`sample(buffer, key, refresh=None) -> Batch`: uniform positions, each under a random
-    symmetry, without their states.
+    """`sample(buffer, key, refresh=None) -> Batch`: uniform positions with their observations,
+    each under a random symmetry, without their states.
 
-    `refresh(batch) -> batch`, when given, replaces the targets of the drawn positions (as
-    stored, states included) before the symmetry maps observations and policies. Requires
-    `buffer.size >= 1`. With `augment=False` (or a game without symmetries beyond the
-    identity) positions are returned as stored.
+    Each shard gives `batch_size // shards` positions drawn from its own slots (the batch is
+    the shards' draws in shard order, so it splits over devices as the buffer does), and
+    needs `size >= 1`. `refresh(batch) -> batch`, when given, replaces the targets of the
+    drawn positions (as stored, states included) before they are observed and the symmetry
+    maps observations and policies. With `augment=False` (or a game without symmetries beyond
+    the identity) positions are returned as stored.
     """
     symmetries = game.symmetries if augment else game.symmetries[:1]
     cell_source, action_source = (jnp.asarray(a) for a in stack_symmetries(symmetries))
@@ -114,12 +192,22 @@ def make_sampler(game: Game, batch_size: int, augment: bool = True):
     def sample(
         buffer: ReplayBuffer, key: Array, refresh: Callable[[Batch], Batch] | None = None
     ) -> Batch:
+        shards = buffer.shards
+        if batch_size % shards:
+            raise ValueError(f"batch size {batch_size} does not split into {shards} shards")
         index_key, symmetry_key = jax.random.split(key)
-        index = jax.random.randint(index_key, (batch_size,), 0, buffer.size)
-        g = jax.random.randint(symmetry_key, (batch_size,), 0, cell_source.shape[0])
-        picked = jax.tree.map(lambda x: x[index], buffer.stored)
+
+        def draw(stored: Batch, size: Array, key: Array) -> Batch:
+            index = jax.random.randint(key, (batch_size // shards,), 0, size)
+            return jax.tree.map(lambda x: x[index], stored)
+
+        keys = jax.random.split(index_key, shards)
+        picked = _flat(jax.vmap(draw)(_blocks(buffer.stored, shards), buffer.size, keys))
         if refresh is not None:
             picked = refresh(picked)
+        if picked.observation is None:
+            picked = picked.replace(observation=jax.vmap(game.observe)(picked.state))
+        g = jax.random.randint(symmetry_key, (batch_size,), 0, cell_source.shape[0])
         obs = picked.observation.reshape(batch_size, height * width, channels)
         obs = jnp.take_along_axis(obs, cell_source[g][:, :, None], axis=1)
         return picked.replace(

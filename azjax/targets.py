@@ -101,13 +101,20 @@ def value_targets(
 
 
 def empty_trajectory(
-    length: int, batch: int, observation_shape, num_actions: int, state: State | None = None
+    length: int,
+    batch: int,
+    observation_shape: tuple[int, ...] | None,
+    num_actions: int,
+    state: State | None = None,
 ) -> Trajectory:
     """An all-padding trajectory [length, batch] (the initial pending buffer); with an
-    (unbatched) example `state`, it keeps game states too."""
+    (unbatched) example `state`, it keeps game states too, and with `observation_shape` None,
+    no observations."""
     lead = (length, batch)
     return Trajectory(
-        observation=jnp.zeros((*lead, *observation_shape), jnp.float32),
+        observation=None
+        if observation_shape is None
+        else jnp.zeros((*lead, *observation_shape), jnp.float32),
         policy=jnp.zeros((*lead, num_actions), jnp.float32),
         policy_mask=jnp.zeros(lead, jnp.bool_),
         action=jnp.zeros(lead, jnp.int32),
@@ -203,7 +210,7 @@ def _resolve(
 
     policy_mask = gather(window.policy_mask) & emit
     examples = Examples(
-        observation=gather(window.observation),
+        observation=jax.tree.map(gather, window.observation),
         policy=jnp.where(policy_mask[:, None], gather(window.policy), 0.0),
         policy_mask=policy_mask,
         value=jnp.where(emit, gather(value), 0.0),

@@ -7,8 +7,9 @@ One iteration is one jitted call, donating the whole training state:
 
 followed on the host by the periodic evaluation (the arena's `match` against baseline agents)
 and the periodic checkpoint. Metrics leave the device once per iteration. The same code runs
-on every device count: the state is placed on a one-axis mesh (games and batches split over
-devices, parameters replicated) and the compiler adds the gradient all-reduce.
+on every device count: the state is placed on a one-axis mesh (games, batches and the replay
+buffer's shards split over devices, parameters replicated) and the compiler adds the gradient
+all-reduce. A run resumes on another device count: its buffer is dealt out to the new shards.
 """
 
 from __future__ import annotations
@@ -33,12 +34,26 @@ from flax import struct
 from jax.sharding import Mesh
 
 from azjax import agents, arena, health, parallel
-from azjax.checkpoint import Checkpointer, CheckpointError, WorkdirError, WorkdirLock
+from azjax.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    WorkdirError,
+    WorkdirLock,
+    read_meta,
+)
 from azjax.config import Config, ConfigError, OptimConfig, dump_config
 from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
 from azjax.reanalyse import make_reanalyse
-from azjax.replay import Batch, ReplayBuffer, make_sampler, replay_add, replay_init
+from azjax.replay import (
+    Batch,
+    ReplayBuffer,
+    make_sampler,
+    replay_add,
+    replay_init,
+    replay_reshard,
+    stores_states,
+)
 from azjax.search import SearchConfig, network_evaluator
 from azjax.selfplay import make_selfplay
 from games.core import Game
@@ -185,13 +200,15 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     mesh = parallel.make_mesh() if mesh is None else mesh
     parallel.check_divisible(config.selfplay.batch_size, "selfplay.batch_size", mesh)
     parallel.check_divisible(config.train.batch_size, "train.batch_size", mesh)
+    parallel.check_divisible(config.replay.capacity, "replay.capacity", mesh)
+    devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)
     evaluate = network_evaluator(network)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
-    keep_states = reanalysed > 0
+    states = reanalysed > 0 or stores_states(game)  # positions kept as States, not observations
     selfplay_init, selfplay_chunk = make_selfplay(
-        game, evaluate, config.search, config.selfplay, keep_states
+        game, evaluate, config.search, config.selfplay, states, groups=devices
     )
     total_steps = config.train.iterations * config.train.steps_per_iteration
     optimizer = make_optimizer(config.optim, total_steps)
@@ -207,7 +224,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
-            buffer=replay_init(game, config.replay.capacity, keep_states),
+            buffer=replay_init(game, config.replay.capacity, devices, states),
             carry=selfplay_init(play_key),
             key=key,
             step=jnp.int32(0),
@@ -223,7 +240,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         def train(params: Params, opt_state: Any):
             def one(carry, key):
                 refresh = None
-                if keep_states:  # reanalyse with the latest parameters
+                if reanalysed:  # reanalyse with the latest parameters
                     key, search_key = jax.random.split(key)
                     refresh = functools.partial(reanalyse, carry[0], key=search_key)
                 batch = jax.lax.with_sharding_constraint(sample(buffer, key, refresh), data)
@@ -239,7 +256,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         def skip(params: Params, opt_state: Any):  # until the buffer holds replay.min_size
             return params, opt_state, jax.tree.map(jnp.zeros_like, metrics_shape)
 
-        ready = buffer.size >= config.replay.min_size
+        ready = (buffer.size.sum() >= config.replay.min_size) & (buffer.size.min() > 0)
         params, opt_state, train_metrics = jax.lax.cond(
             ready, train, skip, state.params, state.opt_state
         )
@@ -249,7 +266,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
             **{f"selfplay/{k}": v for k, v in play_metrics.items()},
             "train/trained": ready,
             "train/step": step,
-            "replay/size": buffer.size,
+            "replay/size": buffer.size.sum(),
             "replay/added": jnp.sum(examples.valid, dtype=jnp.int32),
         }
         new = TrainState(params, opt_state, buffer, carry, key, step, state.best)
@@ -259,7 +276,11 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     shardings = TrainState(
         params=jax.tree.map(lambda _: replicated, abstract.params),
         opt_state=jax.tree.map(lambda _: replicated, abstract.opt_state),
-        buffer=jax.tree.map(lambda _: replicated, abstract.buffer),
+        buffer=ReplayBuffer(  # each device keeps its own shard of the positions
+            stored=jax.tree.map(lambda _: data, abstract.buffer.stored),
+            position=replicated,
+            size=replicated,
+        ),
         carry=parallel.batch_shardings(abstract.carry, config.selfplay.batch_size, mesh),
         key=replicated,
         step=replicated,
@@ -432,6 +453,33 @@ def train_and_evaluate(
         return _train(config, lock.workdir, checkpointer, progress)
 
 
+def restore(trainer: Trainer, checkpointer: Checkpointer) -> tuple[int, TrainState]:
+    """(iteration, state) of the newest checkpoint, placed on the trainer's mesh. A checkpoint
+    written on another number of devices has its replay buffer dealt out to this mesh's
+    shards (`replay_reshard`); everything else has the same shape on every device count."""
+    abstract = trainer.abstract.replace(params=None)
+    step = checkpointer.latest_step()
+    size = read_meta(checkpointer.workdir, step)["signature"].get(_BUFFER_SIZE, "")
+    shards = int(size[size.index("[") + 1 : -1]) if size.startswith("int32[") else None
+    here = trainer.mesh.devices.size
+    if shards is not None and shards != here:  # saved on `shards` devices
+        rows = jax.ShapeDtypeStruct((shards,), jnp.int32, sharding=trainer.shardings.key)
+        abstract = abstract.replace(buffer=abstract.buffer.replace(position=rows, size=rows))
+    iteration, params, state = checkpointer.restore(
+        trainer.config, trainer.abstract.params, abstract
+    )
+    if shards is not None and shards != here:
+        reshard = jax.jit(
+            functools.partial(replay_reshard, shards=here),
+            out_shardings=trainer.shardings.buffer,
+        )
+        state = state.replace(buffer=reshard(state.buffer))
+    return iteration, state.replace(params=params)
+
+
+_BUFFER_SIZE = "['state'].buffer.size"  # its signature entry, "int32[SHARDS]"
+
+
 def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:
     """Whether the final evaluation of `iteration`, if any, is logged."""
     if not config.eval.final_num_games:
@@ -449,10 +497,7 @@ def _train(
     trainer = make_trainer(config)
     iteration, saved = 0, []
     if checkpointer.latest_step() is not None:
-        iteration, params, state = checkpointer.restore(
-            config, trainer.abstract.params, trainer.abstract.replace(params=None)
-        )
-        state = state.replace(params=params)
+        iteration, state = restore(trainer, checkpointer)
         saved = checkpointer.records(iteration)
         if jax.process_index() == 0:
             print(f"resuming from iteration {iteration} in {workdir}", flush=True)

@@ -18,13 +18,13 @@ class Examples:
     consumed by the train step. Slots with `valid == False` are padding and are never stored.
     """
 
-    observation: Array  # float32 [N, H, W, C], mover's view
+    observation: Array | None  # float32 [N, H, W, C], mover's view; None when states are kept
     policy: Array  # float32 [N, A], search policy target (zeros where policy_mask is False)
     policy_mask: Array  # bool [N], True where a full search produced the policy target (PCR)
     value: Array  # float32 [N], value target from the mover's view, in [-1, 1]
     score: Array  # float32 [N], final score margin from the mover's view / num_actions (0: none)
     valid: Array  # bool [N]
-    state: State | None = None  # [N] the searched game states (kept for reanalyse), else None
+    state: State | None = None  # [N] the searched game states (when stored), else None
 
 
 @struct.dataclass
@@ -36,7 +36,7 @@ class Trajectory:
     entry then starts a new game.
     """
 
-    observation: Array  # float32 [T, B, H, W, C], mover's view
+    observation: Array | None  # float32 [T, B, H, W, C], mover's view; None when states are kept
     policy: Array  # float32 [T, B, A], search policy (zeros where policy_mask is False)
     policy_mask: Array  # bool [T, B], True where a full search produced the policy (PCR)
     action: Array  # int32 [T, B], the move played
@@ -47,4 +47,4 @@ class Trajectory:
     score: Array  # float32 [T, B], at a game-ending move its final score margin from the
     #   mover's view / num_actions (games with `has_score`), else 0
     valid: Array  # bool [T, B], False for empty padding slots
-    state: State | None = None  # [T, B] the searched game states (kept for reanalyse), else None
+    state: State | None = None  # [T, B] the searched game states (when stored), else None

@@ -9,7 +9,9 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
 - a plain loop that plays B games from the start until all have finished (no auto-reset),
   its useful positions/s and the share of its searches spent on finished games;
 - memory: bytes per game in flight (the self-play carry, pending positions included, over B)
-  and per replay-buffer position (without and with the game States kept for reanalyse).
+  and per replay-buffer position, as the trainer stores them (`stored`: the game State when it
+  is smaller than the float32 observation, else the observation) and, for comparison, with
+  float32 observations (`*_observations`). `bench.py memory` gives the bytes per device.
 
 Defaults are the full CPU/GPU grid of the issue; pick a small one on CPU, e.g.
 `--games connect4 --nets 2x32 --batches 64 --sims 16 --chunks 2 --warmup 0`.
@@ -23,11 +25,11 @@ import time
 
 import jax
 import jax.numpy as jnp
-from benchlib import device_description, game_list, int_list, tree_bytes, write_report
+from benchlib import device_description, game_list, int_list, write_report
 
 import games
 from azjax.network import NetworkConfig, init_params, make_network
-from azjax.replay import replay_init
+from azjax.replay import replay_init, stores_states, tree_bytes
 from azjax.search import SearchConfig, network_evaluator, run_search
 from azjax.selfplay import SelfPlayConfig, make_selfplay
 
@@ -129,6 +131,18 @@ def plain_loop(game, evaluate, params, search: SearchConfig, batch: int):
     return seconds, int(played), int(steps)
 
 
+def carry_bytes(game, evaluate, search, cfg, states: bool) -> int:
+    """Bytes of the self-play carry (games in flight and their pending positions)."""
+    init_fn, _ = make_selfplay(game, evaluate, search, cfg, states)
+    return tree_bytes(jax.eval_shape(init_fn, jax.random.key(0)))
+
+
+def position_bytes(game, states: bool) -> float:
+    """Bytes per replay-buffer position (a 1024-slot buffer's storage over 1024)."""
+    buffer = jax.eval_shape(lambda: replay_init(game, 1024, states=states))
+    return tree_bytes(buffer.stored) / 1024
+
+
 def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
     net = make_network(game, NetworkConfig(blocks=blocks, channels=channels, dtype=args.dtype))
     params = init_params(net, game, jax.random.key(0))
@@ -140,7 +154,8 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         full_search_prob=args.full_prob,
         fast_simulations=min(args.fast_sims, sims),
     )
-    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
+    states = stores_states(game)  # what the trainer stores, as it decides
+    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg, states)
     chunk = jax.jit(chunk_fn, donate_argnums=1)
     carry = init_fn(jax.random.key(0))
     start = clock()
@@ -191,11 +206,12 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "ratio": seconds / net_seconds,
         "target_fraction": emitted / searched,
         "clock": args.clock,
-        "bytes_per_game_in_flight": tree_bytes(jax.eval_shape(init_fn, jax.random.key(0))) / batch,
-        "bytes_per_buffer_position": tree_bytes(jax.eval_shape(lambda: replay_init(game, 1))),
-        "bytes_per_buffer_position_with_states": tree_bytes(
-            jax.eval_shape(lambda: replay_init(game, 1, keep_states=True))
-        ),
+        "stored": "state" if states else "observation",
+        "bytes_per_game_in_flight": carry_bytes(game, evaluate, search, cfg, states) / batch,
+        "bytes_per_game_in_flight_observations": carry_bytes(game, evaluate, search, cfg, False)
+        / batch,
+        "bytes_per_buffer_position": position_bytes(game, states),
+        "bytes_per_buffer_position_observations": position_bytes(game, False),
     }
     if not args.no_plain:
         plain_s, played, steps = plain_loop(game, evaluate, params, search, batch)

@@ -59,11 +59,6 @@ def device_description() -> dict[str, Any]:
     }
 
 
-def tree_bytes(tree: Any) -> int:
-    """Bytes of a pytree of arrays or shapes (`jax.eval_shape` output): nothing is allocated."""
-    return sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(tree))
-
-
 def write_report(path: str, report: dict[str, Any]) -> None:
     """Write `report` as JSON to `path`, creating its folder."""
     out = pathlib.Path(path)

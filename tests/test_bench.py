@@ -48,15 +48,17 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         assert row["simulations_per_s"] == 2 * row["positions_per_s"]  # no PCR: 2 sims a move
         assert 0 < row["target_fraction"] <= 1  # games of the first chunk end in the second
         assert 0 <= row["plain_wasted_fraction"] < 1
-        # Memory: a position keeps its float32 observation, and the State on top for reanalyse;
-        # a game in flight keeps its pending positions, up to a whole game's observations.
+        # Memory: a Tic-Tac-Toe State is smaller than its float32 observation, so a position
+        # is stored as its State; with observations, each costs the observation's bytes more.
+        # A game in flight keeps its pending positions, up to a whole game's worth.
         observation = 4 * math.prod(GAME.observation_shape)
         state = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(GAME.init(KEY)))
-        assert row["bytes_per_buffer_position"] > observation
-        assert (
-            row["bytes_per_buffer_position_with_states"] == row["bytes_per_buffer_position"] + state
-        )
-        assert row["bytes_per_game_in_flight"] > GAME.max_game_length * observation
+        targets = row["bytes_per_buffer_position_observations"] - observation
+        assert row["stored"] == "state" and state < observation
+        assert row["bytes_per_buffer_position"] == targets + state
+        assert row["bytes_per_game_in_flight"] > GAME.max_game_length * state
+        saved = row["bytes_per_game_in_flight_observations"] - row["bytes_per_game_in_flight"]
+        assert saved == GAME.max_game_length * (observation - state)
 
 
 def test_bench_refuses_bad_arguments():
@@ -101,3 +103,16 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     refused = bench("learning", "--config", "nope.yaml")
     assert refused.returncode != 0 and "config 'nope.yaml' does not exist" in refused.stderr
+
+
+def test_memory_bench_splits_the_replay_buffer_over_devices(tmp_path):
+    out = tmp_path / "memory.json"
+    result = bench(
+        "memory", "--config", "configs/tictactoe.yaml", "--devices", "1,4", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    one, four = (r["bytes_per_device"] for r in json.loads(out.read_text())["results"])
+    assert one["params"] == four["params"] > 0  # replicated
+    # The buffer's storage splits evenly; only its [shards] positions and sizes stay whole.
+    assert one["replay"] - 8 == 4 * (four["replay"] - 32)
+    assert one["selfplay_carry"] == 4 * four["selfplay_carry"]

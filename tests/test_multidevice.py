@@ -59,6 +59,88 @@ print("OK")
 """
 
 
+RESHARD = r"""
+import dataclasses
+import json
+import os
+import pathlib
+import sys
+
+import jax
+import numpy as np
+from jax.sharding import PartitionSpec
+
+from azjax import parallel
+from azjax.checkpoint import Checkpointer
+from azjax.config import load_config
+from azjax.train import make_trainer, restore, train_and_evaluate
+
+jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
+devices = jax.devices()
+workdir = pathlib.Path(sys.argv[1])
+config = load_config(sys.argv[2], sys.argv[3:])
+one = dataclasses.replace(config, train=dataclasses.replace(config.train, iterations=1))
+
+def raw(x):
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    return np.asarray(x)
+
+def leaves_equal(a, b):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(raw(x), raw(y))
+
+def positions(buffer):
+    # The stored positions as a sorted list of (value, policy, state) rows.
+    block = buffer.capacity // buffer.shards
+    rows = []
+    for s in range(buffer.shards):
+        for i in range(int(buffer.size[s])):
+            leaves = jax.tree.leaves(jax.tree.map(lambda x: x[s * block + i], buffer.stored))
+            rows.append(tuple(np.asarray(x).tobytes() for x in leaves))
+    return sorted(rows)
+
+# The buffer is split over the 4 devices: each holds a quarter of the slots.
+trainer = make_trainer(config)
+straight = trainer.init(jax.random.key(config.train.seed))
+for _ in range(2):
+    straight, _ = trainer.iterate(straight)
+value = straight.buffer.stored.value
+assert value.sharding.spec == PartitionSpec("data"), value.sharding
+assert {s.data.shape for s in value.addressable_shards} == {(value.shape[0] // 4,)}
+assert straight.buffer.shards == 4 and min(straight.buffer.size.tolist()) > 0
+
+# Exact resume on 4 devices: 1 iteration, checkpoint, resume for the second.
+train_and_evaluate(one, workdir / "four", progress=False)
+train_and_evaluate(config, workdir / "four", progress=False)
+with Checkpointer(workdir / "four", 3) as checkpointer:
+    iteration, resumed = restore(trainer, checkpointer)
+assert iteration == 2
+leaves_equal(resumed, straight)
+
+# 4 -> 2 devices: the buffer is dealt out to 2 shards, nothing lost; training goes on.
+two = make_trainer(config, parallel.make_mesh(devices[:2]))
+with Checkpointer(workdir / "four", 3) as checkpointer:
+    iteration, moved = restore(two, checkpointer)
+assert moved.buffer.shards == 2 and positions(moved.buffer) == positions(straight.buffer)
+assert {s.data.shape for s in moved.buffer.stored.value.addressable_shards} == {
+    (value.shape[0] // 2,)
+}
+leaves_equal(moved.params, straight.params)
+moved, metrics = two.iterate(moved)
+assert bool(metrics["train/trained"]) and np.isfinite(float(metrics["train/loss"]))
+
+# 2 -> 4 devices through the training entry point: a 2-device checkpoint resumes here.
+with Checkpointer(workdir / "two", 3) as checkpointer:
+    checkpointer.save(3, moved.params, moved.replace(params=None), config)
+(workdir / "two" / "metrics.jsonl").write_text("")
+four = dataclasses.replace(config, train=dataclasses.replace(config.train, iterations=4))
+result = train_and_evaluate(four, workdir / "two", progress=False)
+assert result["iteration"] == 4, result
+print("OK")
+"""
+
+
 def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
@@ -78,4 +160,12 @@ def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
 def test_four_devices_train_like_one():
     overrides = [o for o in TINY if not o.startswith("train.iterations")]
     result = run(["-c", SAME_STEP, str(TICTACTOE), *overrides], devices=4)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_checkpoint_resumes_exactly_and_on_another_device_count(tmp_path):
+    overrides = [o for o in TINY if not o.startswith("train.iterations")]
+    overrides += ["train.iterations=2", "optim.final_lr_fraction=1.0"]  # 1 + 1 == 2 iterations
+    args = ["-c", RESHARD, str(tmp_path), str(TICTACTOE), *overrides]
+    result = run(args, devices=4)
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import games
-from azjax.replay import make_sampler, replay_add, replay_init
+from azjax.replay import make_sampler, replay_add, replay_init, replay_reshard, stores_states
 from azjax.types import Examples
 
 GAME = games.make("tictactoe")
@@ -48,8 +48,8 @@ def test_add_matches_a_plain_circular_buffer(capacity):
             slots[position] = i
             position = (position + 1) % capacity
         size = min(size + len(kept), capacity)
-        assert int(buffer.size) == size
-        assert int(buffer.position) == position
+        assert buffer.size.tolist() == [size]
+        assert buffer.position.tolist() == [position]
         stored = np.asarray(buffer.stored.value[:size]).astype(int)
         np.testing.assert_array_equal(stored, [slots[i] for i in range(size)])
         np.testing.assert_array_equal(np.asarray(buffer.stored.policy_mask[:size]), stored % 2 == 0)
@@ -102,3 +102,81 @@ def test_augmentation_applies_one_symmetry_to_observation_and_policy():
     allowed = {(k, int(sym.action_map[k])) for sym in GAME.symmetries for k in range(9)}
     assert images <= allowed
     assert images == allowed  # 2048 samples reach every (position, image) pair
+
+
+def test_each_shard_is_its_own_circular_buffer():
+    # 3 shards of 4 slots; examples [12] split into 3 parts of 4, part s going to shard s.
+    rng = np.random.default_rng(0)
+    add = jax.jit(replay_add)
+    buffer = replay_init(GAME, 12, shards=3)
+    rings = [collections.deque(maxlen=4) for _ in range(3)]
+    for start in range(1, 200, 12):
+        ids = np.arange(start, start + 12)
+        valid = rng.random(12) < 0.6
+        buffer = add(buffer, examples(ids, valid))
+        for s in range(3):
+            rings[s].extend(ids[4 * s : 4 * s + 4][valid[4 * s : 4 * s + 4]])
+        assert buffer.size.tolist() == [len(r) for r in rings]
+        values = np.asarray(buffer.stored.value).astype(int).reshape(3, 4)
+        for s, ring in enumerate(rings):
+            assert sorted(values[s, : len(ring)]) == sorted(ring)
+            if len(ring) == 4:  # the next write replaces the shard's oldest
+                assert values[s, int(buffer.position[s])] == ring[0]
+
+
+def test_each_shard_samples_its_own_positions():
+    ids = np.arange(1, 13)
+    buffer = replay_add(replay_init(GAME, 24, shards=4), examples(ids, ids % 3 != 0))
+    batch = jax.jit(make_sampler(GAME, 400, augment=False))(buffer, jax.random.key(0))
+    drawn = np.asarray(batch.value).astype(int).reshape(4, 100)
+    for s in range(4):  # shard s holds the valid ids among 3s+1 .. 3s+3
+        own = {i for i in ids[3 * s : 3 * s + 3] if i % 3 != 0}
+        assert set(drawn[s]) == own
+
+
+@pytest.mark.parametrize(("old", "new"), [(4, 2), (2, 3), (1, 4), (3, 1)])
+@pytest.mark.parametrize("rounds", [1, 5])
+def test_reshard_keeps_every_position_in_age_order(old, new, rounds):
+    # Positions of one shard are written in increasing ids, so there age order is id order.
+    rng = np.random.default_rng(old * 10 + new)
+    buffer = replay_init(GAME, 12, shards=old)
+    for r in range(rounds):
+        ids = np.arange(12) + 100 * r + 1
+        buffer = replay_add(buffer, examples(ids, rng.random(12) < 0.7))
+    kept = np.asarray(buffer.stored.value).astype(int).reshape(old, -1)
+    before = sorted(v for s in range(old) for v in kept[s, : int(buffer.size[s])])
+    moved = jax.jit(replay_reshard, static_argnums=1)(buffer, new)
+    assert moved.shards == new and int(moved.size.sum()) == len(before)
+    assert int(moved.size.max()) - int(moved.size.min()) <= 1  # dealt out evenly
+    values = np.asarray(moved.stored.value).astype(int).reshape(new, -1)
+    after = []
+    for s in range(new):
+        size, position = int(moved.size[s]), int(moved.position[s])
+        shard = list(values[s, :size])
+        after += shard
+        for origin in range(old):  # oldest first from slot 0 (ages compare within a shard)
+            mine = [v for v in shard if (v - 1) % 100 // (12 // old) == origin]
+            assert mine == sorted(mine)
+        assert position == size % (12 // new)  # ... so the next write replaces the oldest
+        obs = np.asarray(moved.stored.observation).reshape(new, -1, 3, 3, 2)[s, :size, 0, 0, 0]
+        np.testing.assert_array_equal(obs, shard)  # every field moved together
+    assert sorted(after) == before
+
+
+def test_states_are_stored_instead_of_observations_when_smaller():
+    # A Tic-Tac-Toe State is smaller than its 3x3x2 float32 observation: the buffer keeps the
+    # State, and the sampler observes it, giving the same batch as a buffer of observations.
+    assert stores_states(GAME)
+    key = jax.random.key(3)
+    states = jax.vmap(GAME.init)(jax.random.split(key, 6))
+    for action in (4, 0, 8):
+        states = jax.vmap(GAME.step)(states, jnp.full(6, action))
+    ids = np.arange(6)
+    plain = examples(ids, np.ones(6, bool)).replace(observation=jax.vmap(GAME.observe)(states))
+    as_states = plain.replace(observation=None, state=states)
+    sample = jax.jit(make_sampler(GAME, 64))
+    a = sample(replay_add(replay_init(GAME, 6), plain), jax.random.key(1))
+    b = sample(replay_add(replay_init(GAME, 6, states=True), as_states), jax.random.key(1))
+    assert replay_init(GAME, 6, states=True).stored.observation is None
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)

@@ -26,6 +26,7 @@ from azjax.train import (
     loss_fn,
     make_optimizer,
     make_trainer,
+    restore,
     train_and_evaluate,
 )
 
@@ -81,11 +82,9 @@ def run_uninterrupted(config, iterations: int):
 
 def restore_latest(trainer, workdir):
     checkpointer = Checkpointer(workdir, 3)
-    iteration, params, state = checkpointer.restore(
-        trainer.config, trainer.abstract.params, trainer.abstract.replace(params=None)
-    )
+    iteration, state = restore(trainer, checkpointer)
     checkpointer.close()
-    return iteration, state.replace(params=params)
+    return iteration, state
 
 
 def records(workdir):
