@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 
+from azjax import parallel
 from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
 
 CHECKPOINT_DIR = "checkpoints"
@@ -355,8 +356,14 @@ class WorkdirLock:
         self.held = False
 
     def __enter__(self) -> WorkdirLock:
+        refused = None
         if jax.process_index() == 0:
-            self._acquire()
+            try:
+                self._acquire()
+            except WorkdirError as err:
+                refused = err
+        if parallel.any_process(refused is not None):  # every process stops, not only 0
+            raise refused or WorkdirError(f"process 0 could not lock workdir {self.workdir}")
         return self
 
     def __exit__(self, *exc: Any) -> None:

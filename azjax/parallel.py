@@ -62,6 +62,16 @@ def initialize_distributed() -> bool:
     return True
 
 
+def any_process(flag: bool) -> bool:
+    """Whether `flag` is true in any process of the cluster (a host collective: every process
+    must call it at the same point); `flag` itself on a single process."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.int32(flag))))
+
+
 def make_mesh(devices: list | None = None) -> Mesh:
     """A one-axis ("data") mesh over `devices` (default: every device of every process)."""
     devices = jax.devices() if devices is None else devices

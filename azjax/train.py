@@ -526,8 +526,9 @@ def _train(
     def elapsed_minutes() -> float:  # the whole run's wall clock, across resumes
         return log.minutes_before + (time.perf_counter() - run_start) / 60
 
+    stopping = False  # agreed by every process, once per iteration
     try:
-        while iteration < total and not stop.requested:
+        while iteration < total and not stopping:
             start = time.perf_counter()
             state, metrics = trainer.iterate(state)
             record = {"iteration": iteration + 1, **_scalars(metrics)}  # waits for the device
@@ -569,12 +570,19 @@ def _train(
                 bar.write(f"iteration {iteration}: " + ("; ".join(found) or "run health ok again"))
             log.write(record)
             pending.append(record)
-            if iteration % config.checkpoint.every == 0 or iteration == total or stop.requested:
-                with stop.saving():
-                    checkpointer.save(
-                        iteration, state.params, state.replace(params=None), config, pending
-                    )
-                pending = []
+            # Every process decides alike (a signal may reach one host only): save when due or
+            # asked to stop, and stop when asked before or while saving.
+            due = iteration % config.checkpoint.every == 0 or iteration == total
+            for _ in range(2):
+                stopping = parallel.any_process(stop.requested)
+                if pending and (due or stopping):
+                    with stop.saving():
+                        checkpointer.save(
+                            iteration, state.params, state.replace(params=None), config, pending
+                        )
+                    pending = []
+                if stopping or not due:
+                    break
             bar.set_postfix(_postfix(record), refresh=False)
             bar.update(1)
     except BaseException:
@@ -583,8 +591,9 @@ def _train(
     finally:
         stop.restore()
         bar.close()
+    stopping = stopping or parallel.any_process(stop.requested)  # asked during the last one
     final: dict[str, Any] = {"iteration": iteration}
-    if stop.requested:
+    if stopping:
         print(f"stopped at iteration {iteration}, checkpoint saved; run the same command to resume")
         log.close()
         return {

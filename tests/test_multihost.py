@@ -293,3 +293,21 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, phases):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
         moved = max(moved, float(np.abs(np.asarray(b) - np.asarray(c)).max()))
     assert moved > 1e-3, moved  # iteration 2 changed the parameters far beyond the tolerance
+
+
+def test_a_busy_workdir_stops_every_process(tmp_path, phases):
+    """Process 0 alone takes the workdir lock; when another run holds it, every process stops
+    with the reason (none waits forever for process 0 at the first collective)."""
+    workdir = tmp_path / "busy"
+    workdir.mkdir()
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}  # alive
+    (workdir / "azjax.lock").write_text(json.dumps(holder))
+    busy = phases("busy")
+    start_pair(busy, workdir, iterations=1)
+    for proc, _ in busy.procs:
+        proc.wait(timeout=TIMEOUT)
+    errors = [pathlib.Path(f"{base}.err").read_text() for _, base in busy.procs]
+    assert [proc.returncode for proc, _ in busy.procs] == [1, 1], errors
+    assert f"is in use by another run (process {os.getpid()}" in errors[0], errors[0]
+    assert f"process 0 could not lock workdir {workdir}" in errors[1], errors[1]
+    assert json.loads((workdir / "azjax.lock").read_text()) == holder  # left alone
