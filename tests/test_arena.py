@@ -207,6 +207,10 @@ def test_cli_refuses_bad_input_clearly(capsys):
         (["--game", "tictactoe", "--round-robin", "random"], "at least two specs"),
         (["--game", "tictactoe", "--solver", "random"], "Connect4"),
         (["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "0"], "--games"),
+        (
+            ["--game", "tictactoe", "--a", "random", "--b", "random", "--batch", "0"],
+            "--batch must be >= 1, got 0",
+        ),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv

@@ -53,7 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     add_game_arguments(parser, default="the game of the checkpoint or zoo model played")
     parser.add_argument("--games", type=int, default=100, help="games per match (default 100)")
     parser.add_argument("--opening-moves", type=int, default=0, help="random plies to start")
-    parser.add_argument("--batch", type=int, default=None, help="games played at once")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=32,
+        help="games played at once (default 32: a batch lasts as long as its slowest game, "
+        "which makes large batches slow with rollout agents such as mcts:SIMS)",
+    )
     parser.add_argument(
         "--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)"
     )
@@ -330,9 +336,10 @@ def _zoo() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.games < 1:
-        print(f"azjax-eval: --games must be >= 1, got {args.games}", file=sys.stderr)
-        return 2
+    for option, value in (("--games", args.games), ("--batch", args.batch)):
+        if value < 1:
+            print(f"azjax-eval: {option} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     use_compilation_cache()
     try:
         if args.size is not None and args.game is None:
