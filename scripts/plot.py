@@ -119,6 +119,11 @@ def numeric_series(
         ]
         for k in fields
     }
+    for key in series:  # no game finished: no game length (0 is what the trainer logs then)
+        finished = series.get(key.replace("mean_game_length", "games_finished"))
+        if _leaf(key) == "mean_game_length" and finished is not None:
+            pairs = zip(series[key], finished, strict=True)
+            series[key] = [math.nan if f == 0 else v for v, f in pairs]
     return x_key or "row", xs, series
 
 

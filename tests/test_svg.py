@@ -332,3 +332,15 @@ def test_score_counts_what_people_count():
     chain = games.make("chain_reaction", rows=3, cols=3)
     assert svg.score(chain, np.array([[3, 0, -1], [0, -2, 0], [1, 0, 0]])) == (4, 3)
     assert svg.score(games.make("connect4"), np.zeros((6, 7), int)) is None
+
+
+def test_plot_leaves_out_game_lengths_of_iterations_that_finished_no_game():
+    plot = load_script("plot")
+    rows = [
+        {"iteration": i, "selfplay/games_finished": g, "selfplay/mean_game_length": n}
+        for i, (g, n) in enumerate([(5, 20.0), (0, 0.0), (3, 24.0)], 1)
+    ]
+    _, _, series = plot.numeric_series(rows)
+    lengths = series["selfplay/mean_game_length"]
+    assert lengths[0] == 20.0 and np.isnan(lengths[1]) and lengths[2] == 24.0
+    assert series["selfplay/games_finished"] == [5.0, 0.0, 3.0]
