@@ -13,6 +13,10 @@ self-play positions, with `--positions`) the network is measured:
   policy pick a best move, and keep the game-theoretic result;
 - every other game: arena scores of net + search against the config's `eval.opponents`.
 
+`--runs WORKDIR ...` measures the checkpoints of runs trained before (`azjax-train`) instead:
+each checkpoint is a point, at the run's wall clock when it was written (`elapsed_minutes` in
+metrics.jsonl, evaluations included) and the positions it had added to its buffer.
+
 Writes JSON (`--out`) and a PNG of the curves (`--png`, mean over seeds with the min-max band).
 """
 
@@ -29,7 +33,16 @@ import numpy as np
 from benchlib import device_description, write_report
 
 from azjax import agents, arena, solver
-from azjax.config import Config, load_config
+from azjax.checkpoint import list_steps, load_for_inference
+from azjax.config import (
+    Config,
+    apply_overrides,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+)
+from azjax.metrics import read_metrics
+from azjax.network import make_network
 from azjax.train import make_trainer
 
 
@@ -38,6 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--config", nargs="+", metavar="YAML", help="one or more configs")
     which.add_argument("--compare", nargs=2, metavar="YAML", help="two configs side by side")
+    which.add_argument("--runs", nargs="+", metavar="WORKDIR", help="measure runs' checkpoints")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--minutes", type=float, help="training wall time per run (default 20)")
     budget.add_argument("--positions", type=int, help="self-play positions per run instead")
@@ -89,13 +103,13 @@ class Referee:
             self.positions = None
             self.opponents = [agents.make(s, self.game) for s in self.config.eval.opponents]
 
-    def __call__(self, trainer: Any, params: Any, key: jax.Array) -> dict[str, float]:
+    def __call__(self, network: Any, params: Any, key: jax.Array) -> dict[str, float]:
         search = self.config.search
         if self.config.eval.num_simulations:
             search = dataclasses.replace(search, num_simulations=self.config.eval.num_simulations)
-        player = agents.search_agent(self.game, trainer.network, params, search)
+        player = agents.search_agent(self.game, network, params, search)
         if self.positions is not None:
-            policy = agents.policy_agent(self.game, trainer.network, params)
+            policy = agents.policy_agent(self.game, network, params)
             out = {}
             for name, agent in (("search", player), ("policy", policy)):
                 acc = solver.accuracy(self.game, agent, key, self.positions)
@@ -150,7 +164,7 @@ def run(
         nonlocal eval_seconds
         begin = time.perf_counter()
         params = jax.device_get(state.params)
-        scores = referee(trainer, params, jax.random.fold_in(eval_key, iteration))
+        scores = referee(trainer.network, params, jax.random.fold_in(eval_key, iteration))
         eval_seconds += time.perf_counter() - begin
         point = {
             "minutes": train_seconds / 60,
@@ -199,6 +213,44 @@ def run(
         "train_minutes": train_seconds / 60,
         "positions": positions,
         "iterations": iteration,
+        "points": points,
+    }
+
+
+def measured(workdir: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The checkpoints of a finished (or stopped) run, measured as `run` measures its points."""
+    steps = list_steps(workdir)
+    if not steps:
+        raise SystemExit(f"bench.py learning: no checkpoint in {workdir!r}")
+    records = read_metrics(pathlib.Path(workdir) / "metrics.jsonl")
+    saved, _ = load_for_inference(workdir, steps[-1])
+    config = config_from_dict(apply_overrides(config_to_dict(saved), args.set))
+    referee = Referee(config, args.games)
+    network = make_network(referee.game, config.network)
+    eval_key = jax.random.key(config.train.seed + 1)
+    points = []
+    for step in steps:
+        _, params = load_for_inference(workdir, step)
+        upto = [r for r in records if r.get("iteration", 0) <= step and not r.get("final")]
+        scores = referee(network, params, jax.random.fold_in(eval_key, step))
+        points.append(
+            {
+                "minutes": upto[-1]["elapsed_minutes"],
+                "positions": sum(r.get("replay/added", 0) for r in upto),
+                "iteration": step,
+                **scores,
+            }
+        )
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in scores.items())
+        print(f"  {workdir} @{step}: {points[-1]['minutes']:6.2f} min: {shown}", flush=True)
+    return {
+        "config": workdir,
+        "seed": config.train.seed,
+        "game": config.game.name,
+        "game_kwargs": dict(config.game.kwargs),
+        "train_minutes": points[-1]["minutes"],
+        "positions": points[-1]["positions"],
+        "iterations": steps[-1],
         "points": points,
     }
 
@@ -256,17 +308,24 @@ def plot(report: dict[str, Any], path: str) -> None:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    configs = args.compare or args.config
+    configs = args.compare or args.config or []
     for path in configs:
         if not pathlib.Path(path).is_file():
             raise SystemExit(f"bench.py learning: config {path!r} does not exist")
-    results = [record for path in configs for record in runs(path, args)]
+    if args.runs:
+        results = [measured(workdir, args) for workdir in args.runs]
+    else:
+        results = [record for path in configs for record in runs(path, args)]
     game = results[0]["game"]
     out = args.out or f"bench_results/learning_{game}.json"
     report = {
         "benchmark": "learning",
         "machine": device_description(),
-        "budget": {"minutes": args.minutes, "positions": args.positions, "every": args.every},
+        "budget": (
+            {"runs": args.runs}
+            if args.runs
+            else {"minutes": args.minutes, "positions": args.positions, "every": args.every}
+        ),
         "seeds": args.seeds,
         "overrides": args.set,
         "runs": results,

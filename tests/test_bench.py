@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import jax
+from helpers import write_tiny_run
 from test_train import ROOT
 
 import games
@@ -103,6 +104,27 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     refused = bench("learning", "--config", "nope.yaml")
     assert refused.returncode != 0 and "config 'nope.yaml' does not exist" in refused.stderr
+
+
+def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
+    workdir, out = tmp_path / "run", tmp_path / "runs.json"
+    write_tiny_run(workdir, steps=(1, 3))
+    records = [
+        {"iteration": i, "replay/added": 10 * i, "elapsed_minutes": 0.5 * i} for i in (1, 2, 3)
+    ]
+    (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = ["--runs", str(workdir), "--games", "4", "--out", str(out)]
+    result = bench("learning", *args, "--set", "eval.opponents=[random]")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    (run,) = report["runs"]
+    assert report["budget"] == {"runs": [str(workdir)]} and run["game"] == "tictactoe"
+    assert [(p["iteration"], p["minutes"], p["positions"]) for p in run["points"]] == [
+        (1, 0.5, 10),
+        (3, 1.5, 60),
+    ]
+    assert all(0 <= p["vs random/score"] <= 1 for p in run["points"])
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_memory_bench_splits_the_replay_buffer_over_devices(tmp_path):
