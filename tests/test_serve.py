@@ -440,3 +440,20 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_good_one(tmp_path,
         assert view["moves"][0]["by"] == "agent"
         newest = c.post("/api/games", json={"game": "tictactoe", "opponent": f"search:{run}@3"})
         assert newest.status_code == 400 and "unknown opponent" in newest.json()["error"]
+
+
+def test_serve_offers_more_games_on_request(runs, monkeypatch):
+    from azjax.cli.serve import offer
+
+    monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the test
+    offer("pgx:tic_tac_toe, tictactoe")
+    assert "pgx:tic_tac_toe" in games.names()
+    with TestClient(create_app(str(runs), analyse=False)) as c:
+        listed = {g["name"] for g in c.get("/api/options").json()["games"]}
+        assert "pgx:tic_tac_toe" in listed and "tictactoe" in listed
+        view = new_game(c, game="pgx:tic_tac_toe", human=0, seed=1)
+        moved = c.post(f"/api/games/{view['id']}/move", json={"action": 4, "ply": view["ply"]})
+        assert moved.status_code == 200, moved.text
+        assert moved.json()["ply"] == 2  # the move and the agent's reply
+    with pytest.raises(ValueError, match="unknown game 'nope'"):
+        offer("nope")

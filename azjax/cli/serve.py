@@ -1,6 +1,7 @@
 """`azjax-serve`: play in the browser against baselines and trained checkpoints.
 
     azjax-serve --runs runs            # then open http://127.0.0.1:8000
+    azjax-serve --games pgx:hex        # also offer games beyond the built-in ones
 
 Checkpoints are found in any folder with checkpoints under `--runs` (three levels deep).
 The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
@@ -29,7 +30,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-analysis", action="store_true", help="skip the analysis shown with each agent move"
     )
+    parser.add_argument(
+        "--games",
+        default="",
+        metavar="NAME,...",
+        help="more games to offer besides the registered ones, e.g. pgx:hex (needs azjax[pgx])",
+    )
     args = parser.parse_args(argv)
+    try:
+        offer(args.games)
+    except (ValueError, ImportError) as err:
+        sys.exit(f"azjax-serve: --games: {err}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}; anyone who can reach it can play", file=sys.stderr)
 
@@ -50,6 +61,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"azjax: open http://{host}:{port}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def offer(names: str) -> None:
+    """Register the comma-separated games (`pgx:<env_id>`, or any name `games.make` knows), so
+    the browser lists them."""
+    import games
+
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        if name not in games.names():
+            games.register(name, type(games.make(name)))
 
 
 if __name__ == "__main__":
