@@ -279,7 +279,8 @@ def _strength(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if isinstance(result.get("accuracy"), Mapping):
         a = result["accuracy"]
         keys = ("positions", "best_move", "keeps_result")
-        return "solver", {"agent": result["agent"], **{k: a[k] for k in keys}}
+        key = f"{result['agent']} on the solver positions"
+        return key, {"agent": result["agent"], **{k: a[k] for k in keys}}
     raise ModelError(
         "expected an azjax-eval --json result of a match (--a MODEL --b OPPONENT) or of "
         f"--solver, got one with keys {sorted(result)}"
@@ -312,7 +313,7 @@ def headline(card: Mapping[str, Any]) -> str:
         if "score" in figures:
             parts.append(f"{key} {figures['score']:.0%} of {figures['games']}")
         elif "best_move" in figures:
-            parts.append(f"solver best move {figures['best_move']:.0%}")
+            parts.append(f"{key}: best move {figures['best_move']:.0%}")
     return ", ".join(parts) or "-"
 
 

@@ -158,7 +158,8 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
     # The same opponent with openings, and the raw policy: entries of their own, not overwritten.
     opened = {"game": "tictactoe", "match": {**match["match"], "opening_moves": 2}}
     policy = {"game": "tictactoe", "match": {**match["match"], "a": "policy-zoo:ttt"}}
-    files = {"match": match, "opened": opened, "policy": policy, "solver": solver}
+    raw = {**solver, "agent": "policy-zoo:ttt"}
+    files = {"match": match, "opened": opened, "policy": policy, "solver": solver, "raw": raw}
     args = ["--card-only", str(model)]
     for name, data in files.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
@@ -166,6 +167,7 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
     assert main(args) == 0
     assert "zoo:ttt vs alphabeta:9 38% of 40, " in capsys.readouterr().out
     card = export.read_card(model)
+    accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
     figures = {"games": 40, "wins": 0, "draws": 30, "losses": 10, "score": 0.375, "ci95": 0.1}
     assert card["strength"] == {
         "zoo:ttt vs alphabeta:9": {"agent": "zoo:ttt", "opening_moves": 0, **figures},
@@ -177,7 +179,8 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
             **{"agent": "policy-zoo:ttt", "opening_moves": 0},
             **figures,
         },
-        "solver": {"agent": "zoo:ttt", "positions": 300, "best_move": 0.9, "keeps_result": 0.95},
+        "zoo:ttt on the solver positions": {"agent": "zoo:ttt", **accuracy},
+        "policy-zoo:ttt on the solver positions": {"agent": "policy-zoo:ttt", **accuracy},
     }
     assert json.loads(export.card_path(model).read_text()) == card
     export.load_model(model)  # the parameters are untouched
