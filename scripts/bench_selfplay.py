@@ -5,6 +5,9 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
 - self-play (`azjax.selfplay` chunks, auto-reset): simulations/s and positions/s;
 - the network alone for the same number of evaluations (root + one per simulation, batch B),
   and the ratio self-play time / network time (the search and game overhead);
+- network evaluations/s in self-play, the network's FLOPs per evaluation (XLA's cost analysis)
+  and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
+  device's dense peak where `benchlib.PEAK_TFLOPS` knows the device;
 - the fraction of searched positions that became training targets (value known, emitted);
 - a plain loop that plays B games from the start until all have finished (no auto-reset),
   its useful positions/s and the share of its searches spent on finished games;
@@ -25,7 +28,7 @@ import time
 
 import jax
 import jax.numpy as jnp
-from benchlib import device_description, game_list, int_list, write_report
+from benchlib import device_description, game_list, int_list, peak_tflops, write_report
 
 import games
 from azjax.network import NetworkConfig, init_params, make_network
@@ -98,6 +101,13 @@ def network_only(net, params, obs: jax.Array, calls: int):
         return jax.lax.fori_loop(0, calls, body, jnp.zeros(obs.shape[0]))
 
     return timed(run, params, obs)[0]
+
+
+def network_flops(net, params, obs: jax.Array) -> float:
+    """FLOPs of one network evaluation: XLA's cost analysis of a batch, over the batch."""
+    cost = jax.jit(net.apply).lower(params, obs).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list | tuple) else cost
+    return float(cost.get("flops", 0.0)) / obs.shape[0]
 
 
 def plain_loop(game, evaluate, params, search: SearchConfig, batch: int):
@@ -186,6 +196,11 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
     obs = jax.vmap(game.observe)(states)
     evals = round(args.chunks * args.chunk_moves * (sims_per_move + 1))
     net_seconds = network_only(net, params, obs, evals)
+    flops = network_flops(net, params, obs)
+    evaluations = positions * (sims_per_move + 1)  # the root and one leaf per simulation
+    tflops = evaluations / seconds * flops / 1e12
+    net_tflops = evals * batch / net_seconds * flops / 1e12
+    peak = peak_tflops(args.dtype)
 
     row = {
         "game": game.name,
@@ -204,6 +219,13 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "positions_per_s": positions / seconds,
         "network_only_s": net_seconds,
         "ratio": seconds / net_seconds,
+        "evaluations_per_s": evaluations / seconds,
+        "network_flops_per_evaluation": flops,
+        "achieved_tflops": tflops,
+        "network_only_tflops": net_tflops,
+        "peak_tflops": peak,
+        "fraction_of_peak": None if peak is None else tflops / peak,
+        "network_only_fraction_of_peak": None if peak is None else net_tflops / peak,
         "target_fraction": emitted / searched,
         "clock": args.clock,
         "stored": "state" if states else "observation",

@@ -39,14 +39,20 @@ def test_games_bench_writes_a_row_per_game_size_and_batch(tmp_path):
 def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
     out = tmp_path / "selfplay.json"
     args = ["--games", "tictactoe", "--nets", "0x4", "--batches", "4", "--sims", "2"]
-    args += ["--algorithms", "gumbel,puct", "--chunk-moves", "9", "--chunks", "1"]
+    args += ["--algorithms", "gumbel", "--chunk-moves", "9", "--chunks", "1"]
     result = bench("selfplay", *args, "--warmup", "0", "--out", str(out))
     assert result.returncode == 0, result.stderr
     rows = json.loads(out.read_text())["results"]
-    assert [r["algorithm"] for r in rows] == ["gumbel", "puct"]
+    assert [r["algorithm"] for r in rows] == ["gumbel"]
     for row in rows:
         assert row["positions_per_s"] > 0 and row["network_only_s"] > 0
         assert row["simulations_per_s"] == 2 * row["positions_per_s"]  # no PCR: 2 sims a move
+        assert row["evaluations_per_s"] == 3 * row["positions_per_s"]  # and the root
+        # A 0x4 net (a stem convolution and the heads) costs a few thousand FLOPs.
+        assert 100 < row["network_flops_per_evaluation"] < 20_000
+        flops = row["evaluations_per_s"] * row["network_flops_per_evaluation"]
+        assert row["achieved_tflops"] == flops / 1e12
+        assert row["peak_tflops"] is None and row["fraction_of_peak"] is None  # a CPU
         assert 0 < row["target_fraction"] <= 1  # games of the first chunk end in the second
         assert 0 <= row["plain_wasted_fraction"] < 1
         # Memory: a Tic-Tac-Toe State is smaller than its float32 observation, so a position
