@@ -234,3 +234,22 @@ def test_cli_round_robin_and_solver_write_json(tmp_path):
     assert main(["--solver", "greedy", "--json", str(out)]) == 0
     acc = json.loads(out.read_text())["accuracy"]
     assert acc["positions"] >= 200 and 0 < acc["best_move"] <= acc["keeps_result"] <= 1
+
+
+def test_cli_writes_its_json_before_printing(tmp_path, monkeypatch):
+    """A closed stdout (`azjax-eval ... | head`) must not lose the results."""
+    import io
+    import json
+
+    from azjax.cli.evaluate import main
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    out = tmp_path / "m.json"
+    argv = ["--game", "tictactoe", "--a", "random", "--b", "greedy", "--games", "4", "--quiet"]
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    with pytest.raises(BrokenPipeError):
+        main([*argv, "--json", str(out)])
+    assert json.loads(out.read_text())["match"]["games"] == 4

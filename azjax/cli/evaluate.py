@@ -19,11 +19,13 @@ import argparse
 import json
 import pathlib
 import sys
+from collections.abc import Callable
 
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import use_compilation_cache
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
+Outcome = tuple[dict, Callable[[], object]]  # (the --json data, what prints the results)
 
 
 class UsageError(ValueError):
@@ -159,10 +161,9 @@ def _write_json(path: pathlib.Path | None, data: dict) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"wrote {path}")
 
 
-def _match(args: argparse.Namespace) -> dict:
+def _match(args: argparse.Namespace) -> Outcome:
     import jax
 
     from azjax import arena
@@ -184,9 +185,8 @@ def _match(args: argparse.Namespace) -> dict:
             args.batch,
             bar.update,
         )
-    _print_results([result])
     match = {**result.to_dict(), "opening_moves": args.opening_moves, "seed": args.seed}
-    return {"game": game.name, "match": match}
+    return {"game": game.name, "match": match}, lambda: _print_results([result])
 
 
 def _rate(args, game, players, pairs, desc: str):
@@ -218,7 +218,7 @@ def _rate(args, game, players, pairs, desc: str):
         )
 
 
-def _round_robin(args: argparse.Namespace) -> dict:
+def _round_robin(args: argparse.Namespace) -> Outcome:
     import itertools
 
     specs = [s.strip() for s in args.round_robin.split(",") if s.strip()]
@@ -230,18 +230,17 @@ def _round_robin(args: argparse.Namespace) -> dict:
     # list from cheap to expensive finishes its cheap matches first.
     pairs = sorted(itertools.combinations(range(len(players)), 2), key=lambda p: (p[1], p[0]))
     ratings, results = _rate(args, game, players, pairs, game.name)
-    _print_results(results)
-    _print_ratings(ratings)
-    return {
+    data = {
         "game": game.name,
         "matches": [r.to_dict() for r in results],
         "elo": ratings.ratings,
         "elo_stderr": ratings.stderr,
         "anchor": ratings.anchor,
     }
+    return data, lambda: (_print_results(results), _print_ratings(ratings))
 
 
-def _ladder(args: argparse.Namespace) -> dict:
+def _ladder(args: argparse.Namespace) -> Outcome:
     import itertools
 
     from azjax.checkpoint import list_steps
@@ -263,12 +262,9 @@ def _ladder(args: argparse.Namespace) -> dict:
     pairs += [(nb + i, j) for i in range(len(nets)) for j in range(nb)]
     pairs += [(nb + i + 1, nb + i) for i in range(len(nets) - 1)]
     ratings, results = _rate(args, game, players, pairs, f"ladder {workdir}")
-    _print_results(results)
-    _print_ratings(ratings)
     png = args.png or pathlib.Path(workdir) / "elo.png"
     _plot(png, ratings, baselines, nets, steps, game.name)
-    print(f"wrote {png}")
-    return {
+    data = {
         "game": game.name,
         "workdir": str(workdir),
         "steps": steps,
@@ -277,6 +273,13 @@ def _ladder(args: argparse.Namespace) -> dict:
         "elo_stderr": ratings.stderr,
         "anchor": ratings.anchor,
     }
+
+    def show() -> None:
+        _print_results(results)
+        _print_ratings(ratings)
+        print(f"wrote {png}")
+
+    return data, show
 
 
 def _plot(png: pathlib.Path, ratings, baselines, nets, steps, game_name: str) -> None:
@@ -308,7 +311,7 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, game_name: str) ->
     plt.close(fig)
 
 
-def _solver(args: argparse.Namespace) -> dict:
+def _solver(args: argparse.Namespace) -> Outcome:
     import jax
 
     from azjax import agents, solver
@@ -323,15 +326,14 @@ def _solver(args: argparse.Namespace) -> dict:
     agent = _agent(spec, game)
     positions = referee.load(args.positions)
     result = solver.accuracy(game, agent, jax.random.key(args.seed), positions)
-    print(f"{agent.name} against perfect play ({game.name}):\n{result}")
-    return {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
+    data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
+    return data, lambda: print(f"{agent.name} against perfect play ({game.name}):\n{result}")
 
 
-def _zoo() -> dict:
+def _zoo() -> Outcome:
     from azjax import zoo
 
-    print(zoo.table())
-    return {"zoo": [zoo.card(name) for name in zoo.names()]}
+    return {"zoo": [zoo.card(name) for name in zoo.names()]}, lambda: print(zoo.table())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,19 +350,22 @@ def main(argv: list[str] | None = None) -> int:
             if path is not None:  # before the games, so that their results are never lost
                 _check_output(path, option)
         if args.a is not None:
-            data = _match(args)
+            data, show = _match(args)
         elif args.round_robin is not None:
-            data = _round_robin(args)
+            data, show = _round_robin(args)
         elif args.ladder is not None:
-            data = _ladder(args)
+            data, show = _ladder(args)
         elif args.zoo:
-            data = _zoo()
+            data, show = _zoo()
         else:
-            data = _solver(args)
+            data, show = _solver(args)
     except (ValueError, FileNotFoundError) as err:  # bad specs, games, sizes, checkpoints
         print(f"azjax-eval: {err}", file=sys.stderr)
         return 2
-    _write_json(args.json, data)
+    _write_json(args.json, data)  # first: results are kept even if printing fails
+    show()
+    if args.json is not None:
+        print(f"wrote {args.json}")
     return 0
 
 
