@@ -158,6 +158,13 @@ def signature(tree: Any) -> dict[str, str]:
     return {jax.tree_util.keystr(p): f"{x.dtype}{list(x.shape)}" for p, x in leaves}
 
 
+def saved_shape(workdir: str | pathlib.Path, step: int, path: str) -> tuple[int, ...] | None:
+    """The shape checkpoint `step` saved for the array at `path` (a `signature` key, such as
+    "['state'].buffer.size"); None when it saved no such array."""
+    entry = read_meta(workdir, step)["signature"].get(path)
+    return None if entry is None else tuple(json.loads(entry[entry.index("[") :]))
+
+
 def read_meta(workdir: str | pathlib.Path, step: int) -> dict:
     """The JSON metadata of one checkpoint; CheckpointError when unreadable."""
     try:

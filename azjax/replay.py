@@ -42,7 +42,7 @@ class Batch:
     policy_mask: Array  # bool [N]
     value: Array  # float32 [N]
     score: Array  # float32 [N], scaled final score margin, mover's view (0: the game has none)
-    state: State | None = None  # [N] game states (stored with `states`), else None
+    state: State | None = None  # [N] game states (stored with `as_states`), else None
 
 
 @struct.dataclass
@@ -74,16 +74,18 @@ def stores_states(game: Game) -> bool:
     return tree_bytes(state) < math.prod(game.observation_shape) * 4
 
 
-def replay_init(game: Game, capacity: int, shards: int = 1, states: bool = False) -> ReplayBuffer:
+def replay_init(
+    game: Game, capacity: int, shards: int = 1, as_states: bool = False
+) -> ReplayBuffer:
     """An empty buffer of `capacity` positions of `game` in `shards` blocks (a divisor of the
-    capacity), storing game states instead of observations when `states`."""
+    capacity), storing game states instead of observations when `as_states`."""
     if shards < 1 or capacity % shards:
         raise ValueError(f"replay capacity {capacity} must be a multiple of shards={shards}")
-    state = jax.eval_shape(game.init, jax.random.key(0)) if states else None
+    state = jax.eval_shape(game.init, jax.random.key(0)) if as_states else None
     return ReplayBuffer(
         stored=Batch(
             observation=None
-            if states
+            if as_states
             else jnp.zeros((capacity, *game.observation_shape), jnp.float32),
             policy=jnp.zeros((capacity, game.num_actions), jnp.float32),
             policy_mask=jnp.zeros((capacity,), jnp.bool_),

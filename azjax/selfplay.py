@@ -21,7 +21,7 @@ moves depend only on its keys, so a slot plays the same game whatever the batch 
 
 Games with a final score (`game.has_score`) record it at the move that ends a game, from the
 mover's view and divided by `game.num_actions` (so it is O(1): at most one disc, box or orb per
-action), for the auxiliary score target; other games record 0. With `states`, each
+action), for the auxiliary score target; other games record 0. With `as_states`, each
 position travels as its game State instead of its observation (the replay buffer stores
 whichever is smaller, and reanalyse needs the State), so the pending buffer shrinks too.
 
@@ -104,7 +104,7 @@ def make_rollout(
     evaluate: Evaluator,
     search_config: SearchConfig,
     selfplay_config: SelfPlayConfig,
-    states: bool = False,
+    as_states: bool = False,
 ) -> Callable:
     """`rollout(params, states, move_number, full, keys) -> (states, move_number, trajectory)`.
 
@@ -156,7 +156,7 @@ def make_rollout(
         mover = state.current_player
         ended = nxt.terminated
         record = Trajectory(
-            observation=None if states else game.observe(state),
+            observation=None if as_states else game.observe(state),
             policy=out.policy[0],
             policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
@@ -166,7 +166,7 @@ def make_rollout(
             root_value=out.root_value[0],
             score=final_score(nxt, mover),
             valid=jnp.bool_(True),
-            state=state if states else None,
+            state=state if as_states else None,
         )
         nxt = tree_where(ended, game.init(reset_key), nxt)
         return nxt, jnp.where(ended, 0, move_number + 1), record
@@ -191,26 +191,26 @@ def make_selfplay(
     evaluate: Evaluator,
     search_config: SearchConfig,
     selfplay_config: SelfPlayConfig,
-    states: bool = False,
+    as_states: bool = False,
     groups: int | None = None,
 ) -> tuple[Callable[[Array], Carry], Callable[[Any, Carry, Array], tuple]]:
     """`(init_fn, chunk_fn)`, both pure and un-jitted.
 
     `init_fn(key) -> Carry`; `chunk_fn(params, carry, key) -> (carry, examples, metrics)` with
     `Examples` of N = chunk_moves * batch_size slots (`valid` marks the ones with a known
-    target; with `states`, they carry their game states instead of observations) and a dict
+    target; with `as_states`, they carry their game states instead of observations) and a dict
     of scalar metrics. The slots share example slots within `groups` contiguous groups, the
     examples of group g coming g-th (default: one group per device, so examples stay local).
     """
     cfg = selfplay_config
     batch, length = cfg.batch_size, cfg.chunk_moves
-    rollout = make_rollout(game, evaluate, search_config, selfplay_config, states)
+    rollout = make_rollout(game, evaluate, search_config, selfplay_config, as_states)
     groups = math.gcd(batch, jax.device_count()) if groups is None else groups
 
     def init_fn(key: Array) -> Carry:
         games = jax.vmap(game.init)(jax.random.split(key, batch))
-        example = jax.tree.map(lambda x: x[0], games) if states else None
-        shape = None if states else game.observation_shape
+        example = jax.tree.map(lambda x: x[0], games) if as_states else None
+        shape = None if as_states else game.observation_shape
         pending = targets.empty_trajectory(
             game.max_game_length, batch, shape, game.num_actions, example
         )

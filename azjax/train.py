@@ -39,7 +39,7 @@ from azjax.checkpoint import (
     CheckpointError,
     WorkdirError,
     WorkdirLock,
-    read_meta,
+    saved_shape,
 )
 from azjax.config import Config, ConfigError, OptimConfig, dump_config
 from azjax.metrics import read_metrics
@@ -206,9 +206,9 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     network = make_network(game, config.network)
     evaluate = network_evaluator(network)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
-    states = reanalysed > 0 or stores_states(game)  # positions kept as States, not observations
+    as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
     selfplay_init, selfplay_chunk = make_selfplay(
-        game, evaluate, config.search, config.selfplay, states, groups=devices
+        game, evaluate, config.search, config.selfplay, as_states, groups=devices
     )
     total_steps = config.train.iterations * config.train.steps_per_iteration
     optimizer = make_optimizer(config.optim, total_steps)
@@ -224,7 +224,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
-            buffer=replay_init(game, config.replay.capacity, devices, states),
+            buffer=replay_init(game, config.replay.capacity, devices, as_states),
             carry=selfplay_init(play_key),
             key=key,
             step=jnp.int32(0),
@@ -458,26 +458,23 @@ def restore(trainer: Trainer, checkpointer: Checkpointer) -> tuple[int, TrainSta
     written on another number of devices has its replay buffer dealt out to this mesh's
     shards (`replay_reshard`); everything else has the same shape on every device count."""
     abstract = trainer.abstract.replace(params=None)
-    step = checkpointer.latest_step()
-    size = read_meta(checkpointer.workdir, step)["signature"].get(_BUFFER_SIZE, "")
-    shards = int(size[size.index("[") + 1 : -1]) if size.startswith("int32[") else None
-    here = trainer.mesh.devices.size
-    if shards is not None and shards != here:  # saved on `shards` devices
-        rows = jax.ShapeDtypeStruct((shards,), jnp.int32, sharding=trainer.shardings.key)
+    saved = saved_shape(
+        checkpointer.workdir, checkpointer.latest_step(), "['state'].buffer.size"
+    )  # (shards,): one size per shard
+    moved = saved is not None and saved != abstract.buffer.size.shape
+    if moved:  # restore the buffer as saved, then deal it out
+        rows = jax.ShapeDtypeStruct(saved, jnp.int32, sharding=trainer.shardings.key)
         abstract = abstract.replace(buffer=abstract.buffer.replace(position=rows, size=rows))
     iteration, params, state = checkpointer.restore(
         trainer.config, trainer.abstract.params, abstract
     )
-    if shards is not None and shards != here:
+    if moved:
         reshard = jax.jit(
-            functools.partial(replay_reshard, shards=here),
+            functools.partial(replay_reshard, shards=trainer.mesh.devices.size),
             out_shardings=trainer.shardings.buffer,
         )
         state = state.replace(buffer=reshard(state.buffer))
     return iteration, state.replace(params=params)
-
-
-_BUFFER_SIZE = "['state'].buffer.size"  # its signature entry, "int32[SHARDS]"
 
 
 def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:

@@ -141,15 +141,15 @@ def plain_loop(game, evaluate, params, search: SearchConfig, batch: int):
     return seconds, int(played), int(steps)
 
 
-def carry_bytes(game, evaluate, search, cfg, states: bool) -> int:
+def carry_bytes(game, evaluate, search, cfg, as_states: bool) -> int:
     """Bytes of the self-play carry (games in flight and their pending positions)."""
-    init_fn, _ = make_selfplay(game, evaluate, search, cfg, states)
+    init_fn, _ = make_selfplay(game, evaluate, search, cfg, as_states)
     return tree_bytes(jax.eval_shape(init_fn, jax.random.key(0)))
 
 
-def position_bytes(game, states: bool) -> float:
+def position_bytes(game, as_states: bool) -> float:
     """Bytes per replay-buffer position (a 1024-slot buffer's storage over 1024)."""
-    buffer = jax.eval_shape(lambda: replay_init(game, 1024, states=states))
+    buffer = jax.eval_shape(lambda: replay_init(game, 1024, as_states=as_states))
     return tree_bytes(buffer.stored) / 1024
 
 

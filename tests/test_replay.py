@@ -176,7 +176,7 @@ def test_states_are_stored_instead_of_observations_when_smaller():
     as_states = plain.replace(observation=None, state=states)
     sample = jax.jit(make_sampler(GAME, 64))
     a = sample(replay_add(replay_init(GAME, 6), plain), jax.random.key(1))
-    b = sample(replay_add(replay_init(GAME, 6, states=True), as_states), jax.random.key(1))
-    assert replay_init(GAME, 6, states=True).stored.observation is None
+    b = sample(replay_add(replay_init(GAME, 6, as_states=True), as_states), jax.random.key(1))
+    assert replay_init(GAME, 6, as_states=True).stored.observation is None
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
