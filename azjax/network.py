@@ -7,7 +7,8 @@
     value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
     score:  (optional) the value head's dense(C) features -> dense(1)   -> unbounded
 
-Normalisation is LayerNorm over the channels of each board cell. It keeps no batch statistics,
+Normalisation is LayerNorm over the channels of each board cell (`norm: layer`; `norm: rms`
+puts RMSNorm, which does not centre, in the stem and tower). Neither keeps batch statistics,
 so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
 evaluation: no train/eval switch, no mutable `batch_stats` collection to carry through the
 replay/train loop, and no dependence on the mix of positions in a batch (self-play batches
@@ -58,6 +59,7 @@ from games.core import Game
 
 Array = jax.Array
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+_NORMS = {"layer": nn.LayerNorm, "rms": nn.RMSNorm}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,7 @@ class NetworkConfig:
     channels: int = 32
     head_channels: int = 8  # per-cell channels opening the policy and value heads
     global_pool: bool = False  # a whole-board bias in each residual block (see the module doc)
+    norm: str = "layer"  # the stem's and tower's normalisation: "layer" or "rms" (heads: layer)
     score_head: bool = False  # predict the final score margin too (games with `has_score`)
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
@@ -77,6 +80,7 @@ class NetworkConfig:
             "channels": (self.channels >= 1, ">= 1"),
             "head_channels": (self.head_channels >= 2, ">= 2"),
             "dtype": (self.dtype in _DTYPES, f"one of {', '.join(_DTYPES)}"),
+            "norm": (self.norm in _NORMS, f"one of {', '.join(_NORMS)}"),
         }
         check_fields("network", self, checks)
 
@@ -112,16 +116,18 @@ class _ResidualBlock(nn.Module):
     channels: int
     dtype: jnp.dtype
     global_pool: bool = False
+    norm: str = "layer"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
+        norm = _NORMS[self.norm]
         y = _Conv3x3(self.channels, self.dtype)(x)
-        y = nn.relu(nn.LayerNorm(dtype=self.dtype)(y))
+        y = nn.relu(norm(dtype=self.dtype)(y))
         if self.global_pool:  # [B, 2C] whole-board summary -> a bias per channel
             pooled = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
             y = y + nn.Dense(self.channels, dtype=self.dtype)(pooled)[:, None, None, :]
         y = _Conv3x3(self.channels, self.dtype)(y)
-        y = nn.LayerNorm(dtype=self.dtype)(y)
+        y = norm(dtype=self.dtype)(y)
         return nn.relu(x + y)
 
 
@@ -139,6 +145,7 @@ class PolicyValueNet(nn.Module):
     global_pool: bool = False
     score_head: bool = False
     dtype: jnp.dtype = jnp.float32
+    norm: str = "layer"
 
     @nn.compact
     def __call__(self, obs: Array, with_score: bool = False) -> tuple[Array, ...]:
@@ -149,9 +156,9 @@ class PolicyValueNet(nn.Module):
             )
         x = obs.astype(self.dtype)
         x = _Conv3x3(self.channels, self.dtype)(x)
-        x = nn.relu(nn.LayerNorm(dtype=self.dtype)(x))
+        x = nn.relu(_NORMS[self.norm](dtype=self.dtype)(x))
         for _ in range(self.blocks):
-            x = _ResidualBlock(self.channels, self.dtype, self.global_pool)(x)
+            x = _ResidualBlock(self.channels, self.dtype, self.global_pool, self.norm)(x)
         batch = x.shape[0]
 
         def head(x: Array) -> Array:  # a 1x1 convolution is a dense layer over each cell
@@ -180,6 +187,7 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
         global_pool=config.global_pool,
         score_head=config.score_head,
         dtype=_DTYPES[config.dtype],
+        norm=config.norm,
     )
 
 

@@ -4,9 +4,10 @@
     python scripts/bench.py learning --compare configs/a.yaml configs/b.yaml --seeds 0,1
 
 Each config trains from scratch (same seeds, same budget) in this process, one after another.
-The budget is training wall time: self-play and gradient steps, compilation and evaluation
-excluded (both are reported). At the start and every `--every` minutes (or `--every-positions`
-self-play positions, with `--positions`) the network is measured:
+The budget is training wall time: self-play, gradient steps and arena gating (`gate.every`);
+compilation and evaluation are excluded (both are reported). At the start and every `--every`
+minutes (or `--every-positions` self-play positions, with `--positions`) the network is
+measured:
 
 - games with a perfect-play position set (Connect4, Dots and Boxes 3x3; `azjax.solver`): the
   share of positions where the net with search (the config's evaluation simulations) and the raw
@@ -17,7 +18,8 @@ self-play positions, with `--positions`) the network is measured:
 each checkpoint is a point, at the run's wall clock when it was written (`elapsed_minutes` in
 metrics.jsonl, evaluations included) and the positions it had added to its buffer.
 
-Writes JSON (`--out`) and a PNG of the curves (`--png`, mean over seeds with the min-max band).
+Writes JSON (`--out`, rewritten after each run: an interrupted bench keeps the runs it finished)
+and a PNG of the curves (`--png`, mean over seeds with the min-max band).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import dataclasses
 import pathlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -43,7 +46,7 @@ from azjax.config import (
 )
 from azjax.metrics import read_metrics
 from azjax.network import make_network
-from azjax.train import make_trainer
+from azjax.train import gate, make_trainer
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -132,7 +135,7 @@ class Referee:
         return out
 
 
-def runs(path: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def runs(path: str, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Train `path` once per seed (one compilation), each for the budget."""
     config = load_config(path, args.set)
     referee = Referee(config, args.games)
@@ -140,12 +143,10 @@ def runs(path: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     start = time.perf_counter()
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()
     compile_seconds = time.perf_counter() - start
-    out = []
     for seed in args.seeds:
         seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed))
         record = run(path, seeded, trainer, iterate, referee, args)
-        out.append({**record, "compile_seconds": compile_seconds})
-    return out
+        yield {**record, "compile_seconds": compile_seconds}
 
 
 def run(
@@ -155,9 +156,10 @@ def run(
     seed = config.train.seed
     state = trainer.init(jax.random.key(seed))
     eval_key = jax.random.key(seed + 1)
+    gate_key = jax.random.key(seed + 2)
 
     train_seconds = eval_seconds = 0.0
-    positions = iteration = 0
+    positions = iteration = promotions = 0
     points: list[dict[str, Any]] = []
 
     def measure() -> None:
@@ -199,6 +201,11 @@ def run(
         train_seconds += time.perf_counter() - begin
         positions += added
         iteration += 1
+        if config.gate.every and iteration % config.gate.every == 0:
+            begin = time.perf_counter()
+            state, gated = gate(trainer, state, jax.random.fold_in(gate_key, iteration))
+            promotions += gated["gate/promoted"]
+            train_seconds += time.perf_counter() - begin
         if progress() >= next_point - 1e-9 or progress() >= 1.0:
             measure()
             next_point += every
@@ -213,6 +220,7 @@ def run(
         "train_minutes": train_seconds / 60,
         "positions": positions,
         "iterations": iteration,
+        **({"gate_promotions": promotions} if config.gate.every else {}),
         "points": points,
     }
 
@@ -313,23 +321,25 @@ def main(argv: list[str]) -> None:
         if not pathlib.Path(path).is_file():
             raise SystemExit(f"bench.py learning: config {path!r} does not exist")
     if args.runs:
-        results = [measured(workdir, args) for workdir in args.runs]
+        records = (measured(workdir, args) for workdir in args.runs)
     else:
-        results = [record for path in configs for record in runs(path, args)]
-    game = results[0]["game"]
-    out = args.out or f"bench_results/learning_{game}.json"
-    report = {
-        "benchmark": "learning",
-        "machine": device_description(),
-        "budget": (
-            {"runs": args.runs}
-            if args.runs
-            else {"minutes": args.minutes, "positions": args.positions, "every": args.every}
-        ),
-        "seeds": args.seeds,
-        "overrides": args.set,
-        "runs": results,
-        "summary": summary(results),
-    }
-    write_report(out, report)
+        records = (record for path in configs for record in runs(path, args))
+    results: list[dict[str, Any]] = []
+    for record in records:  # the report is rewritten after each run: an interruption keeps them
+        results.append(record)
+        out = args.out or f"bench_results/learning_{results[0]['game']}.json"
+        report = {
+            "benchmark": "learning",
+            "machine": device_description(),
+            "budget": (
+                {"runs": args.runs}
+                if args.runs
+                else {"minutes": args.minutes, "positions": args.positions, "every": args.every}
+            ),
+            "seeds": args.seeds,
+            "overrides": args.set,
+            "runs": results,
+            "summary": summary(results),
+        }
+        write_report(out, report)
     plot(report, args.png or str(pathlib.Path(out).with_suffix(".png")))

@@ -1,11 +1,17 @@
-"""Shared test setup: a persistent compilation cache and the list of game configurations."""
+"""Shared test setup: fast compilation, a persistent compilation cache and the list of game
+configurations."""
 
 from __future__ import annotations
 
 import os
 import pathlib
 
-import jax
+# The suite's time is mostly XLA compiling tiny programs: skip LLVM's costly optimisations
+# (about a third less time per compilation). Subprocesses inherit it through the environment.
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
+
+import jax  # noqa: E402  (after XLA_FLAGS)
 
 CACHE_DIR = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
 jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))

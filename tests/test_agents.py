@@ -358,7 +358,7 @@ def test_pure_mcts_analysis():
     assert np.all(np.asarray(policy)[~np.asarray(state.legal_action_mask)] == 0)
 
 
-def test_ladder_of_a_run(tiny_run, tmp_path):
+def test_ladder_of_a_run(tiny_run, tmp_path, capsys):
     import json
 
     from azjax.cli.evaluate import main
@@ -371,3 +371,8 @@ def test_ladder_of_a_run(tiny_run, tmp_path):
     assert set(data["elo"]) == {"random", f"policy:{tiny_run}@1", f"policy:{tiny_run}@2"}
     assert len(data["matches"]) == 3  # each checkpoint vs random, and the newer vs the older
     assert png.stat().st_size > 0
+    assert main([*argv, "--games", "2", "--quiet", "--json", str(out), "--steps", "2"]) == 0
+    data = json.loads(out.read_text())
+    assert data["steps"] == [2] and len(data["matches"]) == 1
+    assert main([*argv, "--quiet", "--steps", "2,3"]) == 2
+    assert "--steps: no checkpoint at [3]" in capsys.readouterr().err

@@ -93,6 +93,8 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
         "train.steps_per_iteration=2",
         "eval.num_simulations=4",
         "eval.opponents=[random]",
+        "gate.every=1",  # gating counts as training
+        "gate.games=2",
     ]
     args = ["--config", str(ROOT / "configs" / "tictactoe.yaml"), "--positions", "150"]
     args += ["--every-positions", "75", "--seeds", "0,1", "--games", "4", "--out", str(out)]
@@ -106,6 +108,7 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
         assert points[0]["positions"] == 0 and points[-1]["positions"] >= 150
         assert len(points) >= 3 and all(0 <= p["vs random/score"] <= 1 for p in points)
         assert [p["iteration"] for p in points] == sorted({p["iteration"] for p in points})
+        assert 0 <= run["gate_promotions"] <= run["iterations"]
     finals = [r["points"][-1]["vs random/score"] for r in report["runs"]]
     assert report["summary"][args[1]]["vs random/score"]["min"] == min(finals)
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"

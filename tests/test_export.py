@@ -49,6 +49,7 @@ def test_model_file_round_trip_and_card(run, tmp_path, capsys):
             "channels": 4,
             "head_channels": 8,
             "global_pool": False,
+            "norm": "layer",
             "score_head": False,
             "dtype": "float32",
         },

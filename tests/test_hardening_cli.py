@@ -133,6 +133,7 @@ def test_replay_refuses_bad_paths_and_sizes(args, message, tmp_path, capsys):
         (["--game", "tictactoe", "--a", "random", "--b", ""], "--b: empty agent spec"),
         (["--game", "tictactoe", "--a", "random"], "--a needs --b"),
         (["--ladder", ""], "--ladder: empty run directory; expected a folder with checkpoints"),
+        (["--ladder", "x", "--steps", "a"], "--steps 'a': expected comma-separated integers"),
         (["--solver", ""], "--solver: empty agent spec; expected random, greedy"),
         (["--game", "tictactoe", "--round-robin", ""], "--round-robin needs at least two"),
     ],

@@ -74,11 +74,15 @@ def test_make_train_recipe_learns_from_every_seed():
     the positions and the value loss falls below its level at the first trained iteration."""
     config = load_config(MAKE_TRAIN, ["eval.every=0", "eval.final_num_games=0"])
     trainer = make_trainer(config)
+    # Real training work: compiled at XLA's full optimisation (the suite compiles at level 0).
+    iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile(
+        compiler_options={"xla_backend_optimization_level": 3}
+    )
     for seed in SEEDS:
         state = trainer.init(jax.random.key(seed))
         losses = []
         for _ in range(ITERATIONS):
-            state, metrics = trainer.iterate(state)
+            state, metrics = iterate(state)
             if bool(metrics["train/trained"]):
                 losses.append(float(metrics["train/value_loss"]))
         assert len(losses) >= 3, f"seed {seed}: only {len(losses)} iterations trained"

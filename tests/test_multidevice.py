@@ -129,7 +129,7 @@ print("OK")
 def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "XLA_FLAGS": f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}",
         "JAX_PLATFORMS": "cpu",
     }
     return subprocess.run(

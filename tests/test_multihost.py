@@ -78,7 +78,7 @@ def _env(devices: int, **extra: str) -> dict[str, str]:
     }
     cache = os.environ.get("AZJAX_JAX_CACHE", str(ROOT / ".jax_cache"))
     env.update(
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        XLA_FLAGS=f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}",
         JAX_PLATFORMS="cpu",
         AZJAX_JAX_CACHE=cache,
         **extra,

@@ -108,3 +108,24 @@ def test_global_pooling_lets_a_block_see_the_whole_board(global_pool):
     net = make_network(games.make("connect4"), NetworkConfig(blocks=1, global_pool=global_pool))
     names = set(net.init(jax.random.key(0), x[..., :2] * 0)["params"]["_ResidualBlock_0"])
     assert ("Dense_0" in names) == global_pool
+
+
+def test_rms_norm_in_the_tower_keeps_layer_norm_in_the_heads():
+    """`norm: rms` swaps the stem's and blocks' LayerNorms (scale and bias) for RMSNorms (scale
+    only); the heads keep LayerNorm, and a bad name is refused naming the choices."""
+    game = games.make("connect4")
+    obs = jax.random.normal(jax.random.key(0), (3, *game.observation_shape))
+    shapes = {}
+    for norm in ("layer", "rms"):
+        net = make_network(game, NetworkConfig(blocks=1, channels=8, norm=norm))
+        params = net.init(jax.random.key(1), obs)
+        logits, value = net.apply(params, obs)
+        assert logits.shape == (3, game.num_actions) and bool(jnp.all(jnp.abs(value) <= 1))
+        shapes[norm] = jax.tree.map(jnp.shape, params["params"])
+    block = shapes["rms"]["_ResidualBlock_0"]
+    assert set(block) == {"_Conv3x3_0", "_Conv3x3_1", "RMSNorm_0", "RMSNorm_1"}
+    assert set(block["RMSNorm_0"]) == {"scale"}
+    assert {"RMSNorm_0", "LayerNorm_0", "LayerNorm_1"} <= set(shapes["rms"])  # stem; two heads
+    assert set(shapes["layer"]["_ResidualBlock_0"]["LayerNorm_0"]) == {"scale", "bias"}
+    with pytest.raises(ValueError, match=r"network.norm must be one of layer, rms, got 'batch'"):
+        NetworkConfig(norm="batch")

@@ -117,6 +117,7 @@ def test_vmapped_selfplay_equals_one_game_at_a_time(algorithm):
                 getattr(together, field)[:, b],
                 getattr(alone, field)[:, 0],
                 rtol=1e-6,
+                atol=1e-7,  # a searched value near 0 may differ by rounding between batch sizes
                 err_msg=f"slot {b}, {field}",
             )
     # The slots play different games (their keys differ).

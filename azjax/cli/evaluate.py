@@ -4,6 +4,7 @@
     azjax-eval --game chain_reaction --size rows=6,cols=9 --a greedy --b random
     azjax-eval --game othello --round-robin random,greedy,alphabeta:2,mcts:100 --games 40
     azjax-eval --ladder runs/connect4 --games 40        # every checkpoint + the baselines
+    azjax-eval --ladder runs/connect4 --steps 200,400   # chosen checkpoints only
     azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
     azjax-eval --solver greedy --game dots_and_boxes    # the same on Dots and Boxes 3x3
     azjax-eval --zoo                                    # the trained models shipped with azjax
@@ -75,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=("search", "policy"),
         default="search",
         help="--ladder: checkpoints play with search (default) or the policy alone",
+    )
+    parser.add_argument(
+        "--steps",
+        help="--ladder: comma-separated checkpoint steps to rate (default: every checkpoint)",
     )
     parser.add_argument("--png", type=pathlib.Path, help="--ladder: plot (default WORKDIR/elo.png)")
     parser.add_argument("--positions", help="--solver: position file (default: the shipped set)")
@@ -240,6 +245,17 @@ def _round_robin(args: argparse.Namespace) -> Outcome:
     return data, lambda: (_print_results(results), _print_ratings(ratings))
 
 
+def _step_list(text: str) -> list[int]:
+    """The steps of `--steps`: comma-separated integers."""
+    try:
+        steps = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        steps = []
+    if not steps:
+        raise UsageError(f"--steps {text!r}: expected comma-separated integers")
+    return steps
+
+
 def _ladder(args: argparse.Namespace) -> Outcome:
     import itertools
 
@@ -248,9 +264,15 @@ def _ladder(args: argparse.Namespace) -> Outcome:
     workdir = args.ladder.strip()
     if not workdir:
         raise UsageError("--ladder: empty run directory; expected a folder with checkpoints")
+    chosen = None if args.steps is None else _step_list(args.steps)
     steps = list_steps(workdir)
     if not steps:
         raise UsageError(f"--ladder: no checkpoint in {workdir}")
+    if chosen is not None:
+        missing = [step for step in chosen if step not in steps]
+        if missing:
+            raise UsageError(f"--steps: no checkpoint at {missing} in {workdir}; it has {steps}")
+        steps = chosen
     game = _game(args, [f"policy:{workdir}"])
     listed = [s.strip() for s in args.baselines.split(",") if s.strip()]
     baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
