@@ -285,7 +285,7 @@ def _ladder(args: argparse.Namespace) -> Outcome:
     pairs += [(nb + i + 1, nb + i) for i in range(len(nets) - 1)]
     ratings, results = _rate(args, game, players, pairs, f"ladder {workdir}")
     png = args.png or pathlib.Path(workdir) / "elo.png"
-    _plot(png, ratings, baselines, nets, steps, game.name)
+    _plot(png, ratings, baselines, nets, steps, f"{game.name} ({pathlib.Path(workdir).name})")
     data = {
         "game": game.name,
         "workdir": str(workdir),
@@ -304,28 +304,22 @@ def _ladder(args: argparse.Namespace) -> Outcome:
     return data, show
 
 
-def _plot(png: pathlib.Path, ratings, baselines, nets, steps, game_name: str) -> None:
+def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
     elo = [ratings.ratings[n.name] for n in nets]
     err = [ratings.stderr[n.name] for n in nets]
     ax.errorbar(steps, elo, yerr=err, marker="o", capsize=3, label="checkpoints")
-    for i, name in enumerate(baselines):
-        ax.axhline(ratings.ratings[name], color=f"C{(i + 1) % 10}", ls="--", lw=1)
-        ax.annotate(
-            name,
-            (steps[0], ratings.ratings[name]),
-            textcoords="offset points",
-            xytext=(2, 2),
-            fontsize=8,
-        )
+    for i, name in enumerate(baselines):  # in the legend: close ratings would hide labels
+        ax.axhline(ratings.ratings[name], color=f"C{(i + 1) % 10}", ls="--", lw=1, label=name)
     ax.set_xlabel("training iteration")
     ax.set_ylabel("Elo (random = 0)")
-    ax.set_title(f"{game_name}: Elo over training")
+    ax.set_title(f"{title}: Elo over training")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
