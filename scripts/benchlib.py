@@ -61,6 +61,12 @@ def peak_tflops(dtype: str) -> float | None:
     return None
 
 
+def _usable_cores() -> int:
+    """The CPU cores this process may run on (fewer than the machine's under `taskset`)."""
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux only
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 def device_description() -> dict[str, Any]:
     """The accelerator (or CPU) the figures come from, and the host."""
     device = jax.devices()[0]
@@ -76,7 +82,7 @@ def device_description() -> dict[str, Any]:
         "device": device.device_kind,
         "num_devices": jax.device_count(),
         "cpu": cpu,
-        "cpu_count": os.cpu_count(),
+        "cpu_count": _usable_cores(),
         "jax_version": jax.__version__,
     }
 
