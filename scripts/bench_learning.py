@@ -307,7 +307,8 @@ def plot(report: dict[str, Any], path: str) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     machine = report["machine"]
-    fig.suptitle(f"{runs[0]['game']}: {machine['device']} ({machine['cpu_count']} CPUs)")
+    cores = machine["cpu_count"]
+    fig.suptitle(f"{runs[0]['game']}: {machine['device']} ({cores} CPU core{'s' * (cores != 1)})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
