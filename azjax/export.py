@@ -227,6 +227,18 @@ def read_card(path: str | pathlib.Path) -> dict[str, Any]:
         raise ModelError(f"{path} has a damaged card: {err}") from None
 
 
+def set_provenance(
+    path: str | pathlib.Path, command: str | None = None, device: str | None = None
+) -> dict[str, Any]:
+    """Set the training `command` and `device` (those given) in the card of the model at `path`
+    (rewriting the model file and its card beside it); returns the card."""
+    path = pathlib.Path(path)
+    entries, card = _read(path), read_card(path)
+    card.update({k: v for k, v in (("command", command), ("device", device)) if v is not None})
+    _write(path, {**entries, "card": json.dumps(card)})
+    return card
+
+
 def read_config(path: str | pathlib.Path) -> Config:
     """The config of the model file at `path` (its game, network and search)."""
     try:

@@ -189,6 +189,10 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
     export.card_path(model).unlink()  # --card-only alone writes the card beside the model again
     assert main(["--card-only", str(model)]) == 0
     assert json.loads(export.card_path(model).read_text()) == card
+    assert main(["--card-only", str(model), "--command", "azjax-train x", "--device", "1 GPU"]) == 0
+    card = {**card, "command": "azjax-train x", "device": "1 GPU"}  # only these change
+    assert export.read_card(model) == card
+    assert json.loads(export.card_path(model).read_text()) == card
 
     with pytest.raises(export.ModelError, match="figures are for 'connect4'"):
         export.record_strength(model, {**match, "game": "connect4"})

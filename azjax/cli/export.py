@@ -34,8 +34,13 @@ def _parser() -> argparse.ArgumentParser:
         "--dtype", choices=("float32", "bfloat16"), default="float32", help="parameter storage"
     )
     parser.add_argument("--batch", type=int, help="ONNX: a fixed batch size (default symbolic)")
-    parser.add_argument("--command", help="card: how the run was trained")
-    parser.add_argument("--device", help="card: what it was trained on, e.g. '1x H100'")
+    parser.add_argument(
+        "--command", help="card: how the run was trained (with --card-only: replaces it)"
+    )
+    parser.add_argument(
+        "--device",
+        help="card: what it was trained on, e.g. '1x H100' (with --card-only: replaces it)",
+    )
     parser.add_argument(
         "--card-only",
         action="store_true",
@@ -68,6 +73,8 @@ def _card_only(args: argparse.Namespace) -> None:
     from azjax import export
 
     card = export.read_card(args.source)
+    if args.command is not None or args.device is not None:
+        card = export.set_provenance(args.source, args.command, args.device)
     for path in args.strength:
         try:
             result = json.loads(path.read_text())
@@ -76,7 +83,7 @@ def _card_only(args: argparse.Namespace) -> None:
         if not isinstance(result, dict):
             raise ValueError(f"--strength {path}: expected a JSON object from azjax-eval --json")
         card = export.record_strength(args.source, result)
-    if not args.strength:
+    if not args.strength and args.command is None and args.device is None:
         card = export.write_card(args.source)
     print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
 
