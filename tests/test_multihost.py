@@ -87,8 +87,12 @@ def _env(devices: int, **extra: str) -> dict[str, str]:
 
 
 def _ours(stdout: str) -> str:
-    """Stdout without the collectives library's connection notices."""
-    return "".join(line for line in stdout.splitlines(True) if not line.startswith("[Gloo]"))
+    """Stdout without the collectives library's connection notices ("[Gloo] Rank 3 is connected
+    to 3 peer ranks. ..."; its threads may write the prefix apart from the rest of the line)."""
+    lines = stdout.splitlines(True)
+    return "".join(
+        line for line in lines if not line.startswith("[Gloo]") and "peer ranks" not in line
+    )
 
 
 class Phase:
