@@ -56,6 +56,13 @@ def test_train_refuses_seeds_out_of_range(seed, tmp_path, capsys):
     assert not (tmp_path / "checkpoints").exists()
 
 
+def test_train_takes_overrides_on_both_sides_of_an_option(tmp_path, capsys):
+    argv = ["--config", str(TICTACTOE), "train.iterations=3", "--workdir", str(tmp_path)]
+    assert train.main([*argv, "--quiet", "train.seed=-1"]) == 2  # the second group is read too
+    assert "train.seed" in capsys.readouterr().err
+    assert not (tmp_path / "checkpoints").exists()
+
+
 def test_replay_refuses_seeds_out_of_range(tmp_path):
     out = str(tmp_path / "x.gif")
     args = ["--game", "tictactoe", "--agents", "random", "random", "--out", out]

@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    # overrides may stand before, between or after the options
+    args = _parser().parse_intermixed_args(argv)
     from azjax.config import ConfigError, load_config
 
     try:  # configuration errors stop the run before JAX touches a device
