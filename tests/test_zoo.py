@@ -125,7 +125,8 @@ def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, caps
 
 def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
     assert session.default_opponent(TTT) == "zoo:tictactoe"
-    assert session.default_opponent(games.make("othello")) == session.FALLBACK_OPPONENT
+    other_size = games.make("chain_reaction", rows=6, cols=9)  # the zoo's model is 5x5
+    assert session.default_opponent(other_size) == session.FALLBACK_OPPONENT
     save = tmp_path / "game.json"
     moves = "hint\n" + "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
     monkeypatch.setattr(sys, "stdin", io.StringIO(moves))
