@@ -273,11 +273,17 @@ def validate(config: Config) -> None:
 
 
 def _validate_learning_extras(config: Config) -> None:
-    """The auxiliary score target and reanalyse: refuse settings they cannot honour."""
+    """The score utility, the auxiliary score target and reanalyse: refuse settings they
+    cannot honour."""
     o, t, name = config.optim, config.train, config.game.name
     has_score = getattr(config.game.make(), "has_score", False)
     if config.network.score_head and not has_score:
         raise ConfigError(f"network.score_head=true: {name} has no final score (has_score)")
+    if config.search.score_utility > 0 and not has_score:
+        raise ConfigError(
+            f"search.score_utility={config.search.score_utility!r}: {name} has no final score "
+            "(has_score); set search.score_utility=0"
+        )
     if o.score_weight > 0:
         if not has_score:
             raise ConfigError(

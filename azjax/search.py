@@ -8,7 +8,11 @@ the search is exact (no learned model). Conventions, as mctx needs them:
 - the discount of an edge is 0 into a terminal state, -1 when the player to move changes and
   +1 when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
   value `reward + discount * value(child)` is always in the parent's mover's view;
-- terminal nodes are valued 0 (all of their value is in the reward of the edge into them).
+- terminal nodes are valued 0 (all of their value is in the reward of the edge into them);
+- with `score_utility` u > 0 (games with a final score), the reward of a game-ending edge is
+  the utility `(1 - u) * reward + u * margin`, `margin` being the final score margin from
+  the mover's view / num_actions, clipped to [-1, 1] (`utility`; KataGo's score utility): the
+  search then prefers larger wins and smaller losses, and a win still outranks any loss.
   A simulation that reaches a terminal node expands a child that is the same terminal state
   (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
 - illegal actions are masked at the root (`invalid_actions`) and inside the tree (mctx only
@@ -22,6 +26,7 @@ arena builds pure MCTS on the same `run_search` with random rollouts as its eval
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -53,6 +58,7 @@ class SearchConfig:
     dirichlet_fraction: float = 0.25  # PUCT: weight of the noise in the root prior
     pb_c_init: float = 1.25  # PUCT: exploration constant
     temperature: float = 1.0  # PUCT: sampled moves follow visits ** (1 / temperature)
+    score_utility: float = 0.0  # weight of the final score margin in a game's end reward
 
     def __post_init__(self) -> None:
         checks = {
@@ -64,6 +70,7 @@ class SearchConfig:
             "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
             "temperature": (self.temperature > 0, "> 0"),
+            "score_utility": (0 <= self.score_utility < 1, "in [0, 1)"),
         }
         check_fields("search", self, checks)
 
@@ -93,14 +100,38 @@ def mask_logits(logits: Array, legal: Array) -> Array:
     return jnp.where(legal, logits - top, jnp.finfo(jnp.float32).min)
 
 
-def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
+def final_margin(game: Game, mover: Array, child: State) -> Array:
+    """float32: the final score margin / num_actions from `mover`'s view where `child` has
+    ended the game, else 0 (always 0 for a game without a score). Unbatched."""
+    if not getattr(game, "has_score", False):
+        return jnp.float32(0.0)
+    margin = jnp.where(mover == 0, 1.0, -1.0) * game.score(child) / game.num_actions
+    return jnp.where(child.terminated, margin, 0.0).astype(jnp.float32)
+
+
+def utility(game: Game, score_utility: float, state: State, child: State) -> Array:
+    """float32: the reward of the move `state` -> `child` for its mover, as the search and the
+    value targets see it: the game's reward, and at a game's end with `score_utility` u > 0,
+    `(1 - u) * reward + u * clip(final_margin, -1, 1)`. Unbatched."""
+    reward = child.rewards[state.current_player].astype(jnp.float32)
+    if score_utility == 0:
+        return reward
+    if not getattr(game, "has_score", False):
+        raise ValueError(
+            f"search.score_utility={score_utility!r}: {game.name} has no final score (has_score)"
+        )
+    margin = jnp.clip(final_margin(game, state.current_player, child), -1.0, 1.0)
+    blended = (1.0 - score_utility) * reward + score_utility * margin
+    return jnp.where(child.terminated, blended, reward)
+
+
+def _recurrent_fn(game: Game, evaluate: Evaluator, score_utility: float) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
-        batch = jnp.arange(action.shape[0])
-        reward = children.rewards[batch, states.current_player]
+        reward = jax.vmap(functools.partial(utility, game, score_utility))(states, children)
         logits, value = evaluate(params, children, key)
         out = mctx.RecurrentFnOutput(
-            reward=reward.astype(jnp.float32),
+            reward=reward,
             discount=jax.vmap(discount)(states, children),
             prior_logits=mask_logits(logits, children.legal_action_mask),
             value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
@@ -148,7 +179,7 @@ def search_tree(
         value=jnp.where(states.terminated, 0.0, value).astype(jnp.float32),
         embedding=states,
     )
-    recurrent_fn = _recurrent_fn(game, evaluate)
+    recurrent_fn = _recurrent_fn(game, evaluate, config.score_utility)
     if config.algorithm == "gumbel":
         out = mctx.gumbel_muzero_policy(
             params,

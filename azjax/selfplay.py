@@ -21,7 +21,9 @@ moves depend only on its keys, so a slot plays the same game whatever the batch 
 
 Games with a final score (`game.has_score`) record it at the move that ends a game, from the
 mover's view and divided by `game.num_actions` (so it is O(1): at most one disc, box or orb per
-action), for the auxiliary score target; other games record 0. With `as_states`, each
+action), for the auxiliary score target; other games record 0. With `search.score_utility`,
+the reward recorded for a game-ending move is the search's utility (`azjax.search.utility`),
+so the value target z is the return the search maximises. With `as_states`, each
 position travels as its game State instead of its observation (the replay buffer stores
 whichever is smaller, and reanalyse needs the State), so the pending buffer shrinks too.
 
@@ -43,7 +45,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax import targets
-from azjax.search import Evaluator, SearchConfig, run_search
+from azjax.search import Evaluator, SearchConfig, final_margin, run_search, utility
 from azjax.types import Examples, Trajectory
 from azjax.validation import check_fields
 from games.core import Game, State, discount, tree_where
@@ -118,14 +120,6 @@ def make_rollout(
     always_full = cfg.full_search_prob >= 1.0 or cfg.fast_simulations == (
         search_config.num_simulations
     )
-    has_score = getattr(game, "has_score", False)
-
-    def final_score(nxt: State, mover: Array) -> Array:
-        """The scaled final margin from the mover's view at a game-ending move, else 0."""
-        if not has_score:
-            return jnp.float32(0.0)
-        margin = jnp.where(mover == 0, 1.0, -1.0) * game.score(nxt) / game.num_actions
-        return jnp.where(nxt.terminated, margin, 0.0).astype(jnp.float32)
 
     def play(params, state: State, move_number: Array, full: Array, key: Array):
         """One slot's move: search, play, restart the game if it ended. Unbatched."""
@@ -160,11 +154,11 @@ def make_rollout(
             policy=out.policy[0],
             policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
-            reward=nxt.rewards[mover],
+            reward=utility(game, search_config.score_utility, state, nxt),
             discount=discount(state, nxt),
             terminated=ended,
             root_value=out.root_value[0],
-            score=final_score(nxt, mover),
+            score=final_margin(game, mover, nxt),
             valid=jnp.bool_(True),
             state=state if as_states else None,
         )

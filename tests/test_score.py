@@ -13,7 +13,13 @@ import games
 from azjax import targets
 from azjax.config import ConfigError, load_config
 from azjax.network import NetworkConfig, init_params, make_network
-from azjax.search import SearchConfig, network_evaluator
+from azjax.search import (
+    SearchConfig,
+    final_margin,
+    network_evaluator,
+    search_tree,
+    utility,
+)
 from azjax.selfplay import SelfPlayConfig, make_rollout
 from azjax.train import train_and_evaluate
 
@@ -106,3 +112,69 @@ def test_score_head_output_and_refusals():
         load_config(TICTACTOE, [*DOTS, "optim.score_weight=1.0"])
     with pytest.raises(ConfigError, match="value_target must be z or mix"):
         load_config(TICTACTOE, [*DOTS, *SCORE, "selfplay.value_target=q"])
+
+
+def test_score_utility_blends_the_final_margin_into_rewards_and_value_targets():
+    game, u = games.make("dots_and_boxes", rows=2, cols=2), 0.4
+    net = make_network(game, NetworkConfig(blocks=0, channels=8))
+    params = init_params(net, game, jax.random.key(0))
+    search = SearchConfig(num_simulations=4, max_num_considered_actions=4, score_utility=u)
+    selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=12)
+    rollout = jax.jit(make_rollout(game, network_evaluator(net), search, selfplay))
+    batch, length = 4, 36
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
+    keys = jax.random.split(jax.random.key(1), (length, batch))
+    full = jnp.arange(length) % 2 == 0
+    _, _, traj = rollout(params, states, jnp.zeros(batch, jnp.int32), full, keys)
+    end, margin, reward = (np.asarray(x) for x in (traj.terminated, traj.score, traj.reward))
+    assert end.sum() >= batch and len(set(margin[end].round(6))) > 1
+    # At a game's end the recorded reward is the utility; a win (margin > 0) stays above 0.
+    np.testing.assert_allclose(reward[end], (1 - u) * np.sign(margin[end]) + u * margin[end])
+    assert (reward[~end] == 0).all()
+    # z is then the blended return: every known position's value target follows its margin.
+    pending = targets.empty_trajectory(game.max_game_length, batch, None, game.num_actions)
+    ex, _, _ = targets.resolve(pending, traj.replace(observation=None))
+    valid = np.asarray(ex.valid)
+    value, score = np.asarray(ex.value)[valid], np.asarray(ex.score)[valid]
+    assert valid.sum() > batch
+    np.testing.assert_allclose(value, (1 - u) * np.sign(score) + u * score, atol=1e-6)
+
+
+def test_score_utility_is_the_reward_of_a_game_ending_edge_in_the_search_tree():
+    game, u = games.make("dots_and_boxes", rows=2, cols=2), 0.5
+    step = jax.jit(game.step)
+    for seed in range(20):  # a random game's last move, in a game that is not drawn
+        state, order = game.init(jax.random.key(0)), np.random.default_rng(seed).permutation(12)
+        for action in order[:-1]:  # one line left: the last move ends the game
+            state = step(state, int(action))
+        last = int(order[-1])
+        child = step(state, last)
+        if float(game.score(child)) != 0:
+            break
+    assert bool(child.terminated) and not bool(state.terminated)
+    expected = utility(game, u, state, child)
+    mover_margin = float(final_margin(game, state.current_player, child))
+    reward = float(child.rewards[state.current_player])
+    assert mover_margin != 0 and reward != 0
+    assert float(expected) == pytest.approx((1 - u) * reward + u * mover_margin)
+    net = make_network(game, NetworkConfig(blocks=0, channels=8))
+    params = init_params(net, game, jax.random.key(0))
+    batched = jax.tree.map(lambda x: x[None], state)
+    for weight, want in ((u, float(expected)), (0.0, reward)):
+        config = SearchConfig(num_simulations=2, max_num_considered_actions=2, score_utility=weight)
+        _, tree = search_tree(
+            game, network_evaluator(net), params, batched, jax.random.key(1), config
+        )
+        assert float(tree.children_rewards[0, tree.ROOT_INDEX, last]) == pytest.approx(want)
+    assert float(utility(game, u, state, step(game.init(jax.random.key(0)), 0))) == 0.0
+
+
+def test_score_utility_refusals():
+    with pytest.raises(ConfigError, match=r"search\.score_utility=0\.5: tictactoe has no final"):
+        load_config(TICTACTOE, ["search.score_utility=0.5"])
+    with pytest.raises(ConfigError, match="score_utility"):
+        load_config(TICTACTOE, [*DOTS, "search.score_utility=1.0"])
+    tictactoe = games.make("tictactoe")
+    state = tictactoe.init(jax.random.key(0))
+    with pytest.raises(ValueError, match="tictactoe has no final score"):
+        utility(tictactoe, 0.5, state, tictactoe.step(state, 0))
