@@ -8,13 +8,13 @@ the search is exact (no learned model). Conventions, as mctx needs them:
 - the discount of an edge is 0 into a terminal state, -1 when the player to move changes and
   +1 when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
   value `reward + discount * value(child)` is always in the parent's mover's view;
-- terminal nodes are valued 0 (all of their value is in the reward of the edge into them);
+- terminal nodes are valued 0 (all of their value is in the reward of the edge into them).
+  A simulation that reaches a terminal node expands a child that is the same terminal state
+  (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
 - with `score_utility` u > 0 (games with a final score), the reward of a game-ending edge is
   the utility `(1 - u) * reward + u * margin`, `margin` being the final score margin from
   the mover's view / num_actions, clipped to [-1, 1] (`utility`; KataGo's score utility): the
-  search then prefers larger wins and smaller losses, and a win still outranks any loss.
-  A simulation that reaches a terminal node expands a child that is the same terminal state
-  (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
+  search then prefers larger wins and smaller losses, and a win still outranks any loss;
 - illegal actions are masked at the root (`invalid_actions`) and inside the tree (mctx only
   masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
@@ -111,8 +111,8 @@ def final_margin(game: Game, mover: Array, child: State) -> Array:
 
 def utility(game: Game, score_utility: float, state: State, child: State) -> Array:
     """float32: the reward of the move `state` -> `child` for its mover, as the search and the
-    value targets see it: the game's reward, and at a game's end with `score_utility` u > 0,
-    `(1 - u) * reward + u * clip(final_margin, -1, 1)`. Unbatched."""
+    value targets see it: the game's reward, and on the move that ends the game, with
+    `score_utility` u > 0, `(1 - u) * reward + u * clip(final_margin, -1, 1)`. Unbatched."""
     reward = child.rewards[state.current_player].astype(jnp.float32)
     if score_utility == 0:
         return reward
@@ -122,7 +122,8 @@ def utility(game: Game, score_utility: float, state: State, child: State) -> Arr
         )
     margin = jnp.clip(final_margin(game, state.current_player, child), -1.0, 1.0)
     blended = (1.0 - score_utility) * reward + score_utility * margin
-    return jnp.where(child.terminated, blended, reward)
+    ends = child.terminated & ~state.terminated  # not the no-op step out of a finished game
+    return jnp.where(ends, blended, reward)
 
 
 def _recurrent_fn(game: Game, evaluate: Evaluator, score_utility: float) -> mctx.RecurrentFn:

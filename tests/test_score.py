@@ -167,6 +167,7 @@ def test_score_utility_is_the_reward_of_a_game_ending_edge_in_the_search_tree():
         )
         assert float(tree.children_rewards[0, tree.ROOT_INDEX, last]) == pytest.approx(want)
     assert float(utility(game, u, state, step(game.init(jax.random.key(0)), 0))) == 0.0
+    assert float(utility(game, u, child, step(child, last))) == 0.0  # past the end: nothing
 
 
 def test_score_utility_refusals():
