@@ -241,8 +241,8 @@ def letters(n: int) -> list[str]:
 class Game(abc.ABC):
     """Base class of every game. Instances are immutable and hashable, so jit can close over them.
 
-    Subclasses set `name`, `num_actions`, `observation_shape`, `max_game_length` in `__init__`
-    and implement
+    Subclasses set `name` (a class attribute, read by `games.register`), and `num_actions`,
+    `observation_shape`, `max_game_length` in `__init__`, and implement
     `init`, `_apply`, `observe`, `board`, `render`, `symmetries`, `_parse` and `format_action`.
     A subclass's `init`, `observe` and `board` are wrapped in `eager_jit`, as `step` is here.
 
