@@ -5,9 +5,11 @@ the search is exact (no learned model). Conventions, as mctx needs them:
 
 - values are from the point of view of the player to move at a node;
 - the reward of an edge is the reward of the player who moved (`rewards[parent's mover]`);
-- the discount of an edge is 0 into a terminal state, -1 when the player to move changes and
-  +1 when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
-  value `reward + discount * value(child)` is always in the parent's mover's view;
+- the discount of an edge is 0 into a terminal state, -γ when the player to move changes and
+  +γ when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
+  value `reward + discount * value(child)` is always in the parent's mover's view; γ is
+  `discount` (1 by default): below 1, a result n moves away is worth γ^(n-1) of it, so the
+  search prefers faster wins and slower losses (a win still outranks any loss);
 - terminal nodes are valued 0 (all of their value is in the reward of the edge into them).
   A simulation that reaches a terminal node expands a child that is the same terminal state
   (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
@@ -59,6 +61,7 @@ class SearchConfig:
     pb_c_init: float = 1.25  # PUCT: exploration constant
     temperature: float = 1.0  # PUCT: sampled moves follow visits ** (1 / temperature)
     score_utility: float = 0.0  # weight of the final score margin in a game's end reward
+    discount: float = 1.0  # γ per move: < 1 prefers faster wins and slower losses
 
     def __post_init__(self) -> None:
         checks = {
@@ -71,6 +74,7 @@ class SearchConfig:
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
             "temperature": (self.temperature > 0, "> 0"),
             "score_utility": (0 <= self.score_utility < 1, "in [0, 1)"),
+            "discount": (0 < self.discount <= 1, "in (0, 1]"),
         }
         check_fields("search", self, checks)
 
@@ -126,14 +130,14 @@ def utility(game: Game, score_utility: float, state: State, child: State) -> Arr
     return jnp.where(ends, blended, reward)
 
 
-def _recurrent_fn(game: Game, evaluate: Evaluator, score_utility: float) -> mctx.RecurrentFn:
+def _recurrent_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
-        reward = jax.vmap(functools.partial(utility, game, score_utility))(states, children)
+        reward = jax.vmap(functools.partial(utility, game, config.score_utility))(states, children)
         logits, value = evaluate(params, children, key)
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=jax.vmap(discount)(states, children),
+            discount=config.discount * jax.vmap(discount)(states, children),
             prior_logits=mask_logits(logits, children.legal_action_mask),
             value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
         )
@@ -180,7 +184,7 @@ def search_tree(
         value=jnp.where(states.terminated, 0.0, value).astype(jnp.float32),
         embedding=states,
     )
-    recurrent_fn = _recurrent_fn(game, evaluate, config.score_utility)
+    recurrent_fn = _recurrent_fn(game, evaluate, config)
     if config.algorithm == "gumbel":
         out = mctx.gumbel_muzero_policy(
             params,

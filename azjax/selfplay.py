@@ -23,8 +23,9 @@ Games with a final score (`game.has_score`) record it at the move that ends a ga
 mover's view and divided by `game.num_actions` (so it is O(1): at most one disc, box or orb per
 action), for the auxiliary score target; other games record 0. With `search.score_utility`,
 the reward recorded for a game-ending move is the search's utility (`azjax.search.utility`),
-so the value target z is the return the search maximises. With `as_states`, each
-position travels as its game State instead of its observation (the replay buffer stores
+so the value target z is the return the search maximises; each move's discount is the
+search's too (`search.discount` γ times +-1), so z is the discounted return. With `as_states`,
+each position travels as its game State instead of its observation (the replay buffer stores
 whichever is smaller, and reanalyse needs the State), so the pending buffer shrinks too.
 
 Value targets come from `azjax.targets.resolve`: positions whose game has not ended stay in a
@@ -155,7 +156,7 @@ def make_rollout(
             policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
             reward=utility(game, search_config.score_utility, state, nxt),
-            discount=discount(state, nxt),
+            discount=search_config.discount * discount(state, nxt),
             terminated=ended,
             root_value=out.root_value[0],
             score=final_margin(game, mover, nxt),

@@ -5,12 +5,13 @@ each slot's moves:
 
     G_t = reward_t + discount_t * G_{t+1}
 
-with `discount_t` = 0 when move t ended the game, +1 when the same player moves again (Dots and
-Boxes) and -1 when the other player moves next; so G_t is always in the mover's view, whatever
-the order of turns. G_t is known once the game of position t has ended inside the window.
+with `discount_t` = 0 when move t ended the game, +γ when the same player moves again (Dots and
+Boxes) and -γ when the other player moves next (γ = `search.discount`, 1 by default); so G_t is
+always in the mover's view, whatever the order of turns. G_t is known once the game of position
+t has ended inside the window.
 The score target (games with a final score margin) is the same scan over `score`, which is
-nonzero only at a game-ending move: the final margin, carried back with its sign flipped at
-every change of mover, so each position gets the margin from its own mover's view.
+nonzero only at a game-ending move: the final margin, carried back undiscounted with its sign
+flipped at every change of mover, so each position gets the margin from its own mover's view.
 
 Positions whose game has not ended yet are not thrown away: `resolve` keeps them in a pending
 buffer of P entries per slot and puts them in front of the next chunk, so every searched
@@ -50,9 +51,9 @@ def check_value_target(value_target: str, value_mix: float) -> None:
         raise ValueError(f"value_mix must be in [0, 1], got {value_mix!r}")
 
 
-def _backup(trajectory: Trajectory, reward: Array) -> tuple[Array, Array]:
-    """`G_t = reward_t + discount_t * G_{t+1}` over `reward` [T, B], and whether the game of
-    each position ends inside the trajectory ([T, B] each)."""
+def _backup(trajectory: Trajectory, reward: Array, discount: Array) -> tuple[Array, Array]:
+    """`G_t = reward_t + discount_t * G_{t+1}` over `reward` and `discount` [T, B], and whether
+    the game of each position ends inside the trajectory ([T, B] each)."""
 
     def back(carry, step):
         ret_next, ended_next = carry
@@ -63,7 +64,7 @@ def _backup(trajectory: Trajectory, reward: Array) -> tuple[Array, Array]:
 
     batch = reward.shape[1:]
     init = (jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.bool_))
-    steps = (reward, trajectory.discount, trajectory.terminated)
+    steps = (reward, discount, trajectory.terminated)
     _, (ret, ended) = jax.lax.scan(back, init, steps, reverse=True)
     return ret, ended & trajectory.valid
 
@@ -73,13 +74,13 @@ def returns(trajectory: Trajectory) -> tuple[Array, Array]:
 
     A return is known when the position is valid and its game ends inside the trajectory.
     """
-    return _backup(trajectory, trajectory.reward)
+    return _backup(trajectory, trajectory.reward, trajectory.discount)
 
 
 def score_targets(trajectory: Trajectory) -> Array:
     """[T, B]: each position's final score margin from its mover's view (scaled as recorded in
     `trajectory.score`); known where `returns` is."""
-    return _backup(trajectory, trajectory.score)[0]
+    return _backup(trajectory, trajectory.score, jnp.sign(trajectory.discount))[0]
 
 
 def value_targets(

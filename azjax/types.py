@@ -41,7 +41,7 @@ class Trajectory:
     policy_mask: Array  # bool [T, B], True where a full search produced the policy (PCR)
     action: Array  # int32 [T, B], the move played
     reward: Array  # float32 [T, B], the mover's reward for the move played
-    discount: Array  # float32 [T, B], 0 if the move ended the game, +1 same mover next, else -1
+    discount: Array  # float32 [T, B], 0 if the move ended the game, +γ same mover next, else -γ
     terminated: Array  # bool [T, B], the move ended the game
     root_value: Array  # float32 [T, B], the searched value, mover's view
     score: Array  # float32 [T, B], at a game-ending move its final score margin from the
