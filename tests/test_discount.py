@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_score import dots_rollout
 from test_train import TICTACTOE
 
 import games
@@ -14,7 +15,6 @@ from azjax import targets
 from azjax.config import ConfigError, load_config
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.search import SearchConfig, network_evaluator, search_tree
-from azjax.selfplay import SelfPlayConfig, make_rollout
 
 
 def expected_targets(game, actions, gamma):
@@ -43,17 +43,8 @@ def expected_targets(game, actions, gamma):
 
 @pytest.mark.parametrize("gamma", [0.9, 1.0])
 def test_value_targets_are_discounted_returns_and_scores_are_not(gamma):
-    game = games.make("dots_and_boxes", rows=2, cols=2)  # repeated turns: +γ edges too
-    net = make_network(game, NetworkConfig(blocks=0, channels=8))
-    params = init_params(net, game, jax.random.key(0))
-    search = SearchConfig(num_simulations=4, max_num_considered_actions=4, discount=gamma)
-    selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=12)
-    rollout = jax.jit(make_rollout(game, network_evaluator(net), search, selfplay))
     batch, length = 3, 30
-    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
-    keys = jax.random.split(jax.random.key(1), (length, batch))
-    full = jnp.arange(length) % 2 == 0
-    _, _, traj = rollout(params, states, jnp.zeros(batch, jnp.int32), full, keys)
+    game, traj = dots_rollout(batch, length, discount=gamma)  # repeated turns: +γ edges too
     discount = np.abs(np.asarray(traj.discount, np.float64)).round(6)
     assert set(np.unique(discount)) == {0.0, round(gamma, 6)}
 

@@ -114,18 +114,24 @@ def test_score_head_output_and_refusals():
         load_config(TICTACTOE, [*DOTS, *SCORE, "selfplay.value_target=q"])
 
 
-def test_score_utility_blends_the_final_margin_into_rewards_and_value_targets():
-    game, u = games.make("dots_and_boxes", rows=2, cols=2), 0.4
+def dots_rollout(batch: int, length: int, **search):
+    """(game, trajectory [length, batch]): self-play on Dots and Boxes 2x2 (repeated turns) by a
+    tiny untrained net, 4 simulations, full and fast searches alternating, `search` overrides."""
+    game = games.make("dots_and_boxes", rows=2, cols=2)
     net = make_network(game, NetworkConfig(blocks=0, channels=8))
     params = init_params(net, game, jax.random.key(0))
-    search = SearchConfig(num_simulations=4, max_num_considered_actions=4, score_utility=u)
+    config = SearchConfig(num_simulations=4, max_num_considered_actions=4, **search)
     selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=12)
-    rollout = jax.jit(make_rollout(game, network_evaluator(net), search, selfplay))
-    batch, length = 4, 36
+    rollout = jax.jit(make_rollout(game, network_evaluator(net), config, selfplay))
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
     keys = jax.random.split(jax.random.key(1), (length, batch))
     full = jnp.arange(length) % 2 == 0
-    _, _, traj = rollout(params, states, jnp.zeros(batch, jnp.int32), full, keys)
+    return game, rollout(params, states, jnp.zeros(batch, jnp.int32), full, keys)[2]
+
+
+def test_score_utility_blends_the_final_margin_into_rewards_and_value_targets():
+    u, batch = 0.4, 4
+    game, traj = dots_rollout(batch, 36, score_utility=u)
     end, margin, reward = (np.asarray(x) for x in (traj.terminated, traj.score, traj.reward))
     assert end.sum() >= batch and len(set(margin[end].round(6))) > 1
     # At a game's end the recorded reward is the utility; a win (margin > 0) stays above 0.
