@@ -130,6 +130,12 @@ def utility(game: Game, score_utility: float, state: State, child: State) -> Arr
     return jnp.where(ends, blended, reward)
 
 
+def edge_discount(gamma: float, state: State, child: State) -> Array:
+    """float32: the discount of the move `state` -> `child` as the search and the value targets
+    see it: `gamma` times the game's (0 into a final state, +1 same mover next, else -1)."""
+    return gamma * discount(state, child)
+
+
 def _recurrent_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
@@ -137,7 +143,7 @@ def _recurrent_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> mctx
         logits, value = evaluate(params, children, key)
         out = mctx.RecurrentFnOutput(
             reward=reward,
-            discount=config.discount * jax.vmap(discount)(states, children),
+            discount=jax.vmap(functools.partial(edge_discount, config.discount))(states, children),
             prior_logits=mask_logits(logits, children.legal_action_mask),
             value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
         )

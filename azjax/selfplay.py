@@ -46,10 +46,17 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax import targets
-from azjax.search import Evaluator, SearchConfig, final_margin, run_search, utility
+from azjax.search import (
+    Evaluator,
+    SearchConfig,
+    edge_discount,
+    final_margin,
+    run_search,
+    utility,
+)
 from azjax.types import Examples, Trajectory
 from azjax.validation import check_fields
-from games.core import Game, State, discount, tree_where
+from games.core import Game, State, tree_where
 
 Array = jax.Array
 
@@ -156,7 +163,7 @@ def make_rollout(
             policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
             reward=utility(game, search_config.score_utility, state, nxt),
-            discount=search_config.discount * discount(state, nxt),
+            discount=edge_discount(search_config.discount, state, nxt),
             terminated=ended,
             root_value=out.root_value[0],
             score=final_margin(game, mover, nxt),

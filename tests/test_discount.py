@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_score import dots_rollout
+from test_score import dots_rollout, expected_targets
 from test_train import TICTACTOE
 
 import games
@@ -15,30 +15,6 @@ from azjax import targets
 from azjax.config import ConfigError, load_config
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.search import SearchConfig, network_evaluator, search_tree
-
-
-def expected_targets(game, actions, gamma):
-    """Plain Python: replay each slot's moves [T, B]; each position of a finished game gets
-    (discounted return, undiscounted final margin / num_actions), both from its mover's view
-    (None: its game has not ended)."""
-    step, score = jax.jit(game.step), jax.jit(game.score)
-    length, batch = actions.shape
-    out = {}
-    for b in range(batch):
-        state, positions = game.init(jax.random.key(0)), []
-        for t in range(length):
-            positions.append((t, int(state.current_player)))
-            state = step(state, int(actions[t, b]))
-            if bool(state.terminated):
-                end = len(positions) - 1
-                for k, (u, mover) in enumerate(positions):
-                    value = float(state.rewards[mover]) * gamma ** (end - k)
-                    margin = (1.0 if mover == 0 else -1.0) * float(score(state)) / game.num_actions
-                    out[(u, b)] = (value, margin)
-                state, positions = game.init(jax.random.key(0)), []
-        for u, _ in positions:
-            out[(u, b)] = None
-    return out
 
 
 @pytest.mark.parametrize("gamma", [0.9, 1.0])

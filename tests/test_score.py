@@ -27,40 +27,37 @@ DOTS = ["game.name=dots_and_boxes", "game.kwargs={rows: 2, cols: 2}", "selfplay.
 SCORE = ["network.score_head=true", "optim.score_weight=1.0"]
 
 
-def expected_scores(game, trajectory):
-    """Plain Python: replay each slot's moves; every position of a finished game gets the
-    final margin from its mover's view / num_actions (None: its game has not ended)."""
+def expected_targets(game, actions, gamma):
+    """Plain Python: replay each slot's moves [T, B]; each position of a finished game gets
+    (discounted return, undiscounted final margin / num_actions), both from its mover's view
+    (None: its game has not ended)."""
     step, score = jax.jit(game.step), jax.jit(game.score)
-    length, batch = trajectory.action.shape
+    length, batch = actions.shape
     out = {}
     for b in range(batch):
-        state, game_positions = game.init(jax.random.key(0)), []
+        state, positions = game.init(jax.random.key(0)), []
         for t in range(length):
-            game_positions.append((t, int(state.current_player)))
-            state = step(state, int(trajectory.action[t, b]))
+            positions.append((t, int(state.current_player)))
+            state = step(state, int(actions[t, b]))
             if bool(state.terminated):
-                margin = float(score(state)) / game.num_actions
-                for u, mover in game_positions:
-                    out[(u, b)] = (1.0 if mover == 0 else -1.0) * margin
-                state, game_positions = game.init(jax.random.key(0)), []
-        for u, _ in game_positions:
+                end = len(positions) - 1
+                for k, (u, mover) in enumerate(positions):
+                    value = float(state.rewards[mover]) * gamma ** (end - k)
+                    margin = (1.0 if mover == 0 else -1.0) * float(score(state)) / game.num_actions
+                    out[(u, b)] = (value, margin)
+                state, positions = game.init(jax.random.key(0)), []
+        for u, _ in positions:
             out[(u, b)] = None
     return out
 
 
 def test_score_targets_are_final_margins_from_the_movers_view_across_chunks():
-    game = games.make("dots_and_boxes", rows=2, cols=2)  # 12 moves, repeated turns
-    net = make_network(game, NetworkConfig(blocks=0, channels=8))
-    params = init_params(net, game, jax.random.key(0))
-    search = SearchConfig(num_simulations=4, max_num_considered_actions=4)
-    selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=12)
-    rollout = jax.jit(make_rollout(game, network_evaluator(net), search, selfplay))
     batch, chunk, chunks = 3, 5, 8  # games of 12 moves span 3 or 4 chunks
-    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
-    full = jnp.arange(chunk * chunks) % 2 == 0
-    keys = jax.random.split(jax.random.key(1), (chunk * chunks, batch))
-    _, _, traj = rollout(params, states, jnp.zeros(batch, jnp.int32), full, keys)
-    expected = expected_scores(game, jax.tree.map(np.asarray, traj))
+    game, traj = dots_rollout(batch, chunk * chunks)
+    expected = {
+        k: None if v is None else v[1]  # the final margins
+        for k, v in expected_targets(game, np.asarray(traj.action), 1.0).items()
+    }
     margins = {v for v in expected.values() if v is not None}
     assert len(margins) > 2 and max(abs(m) for m in margins) <= 1  # varied, O(1)
 
