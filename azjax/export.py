@@ -3,6 +3,7 @@
     card = export_run("runs/connect4", "connect4.azjax")        # the newest checkpoint
     config, params, card = load_model("connect4.azjax")          # no orbax, no run directory
     record_strength("connect4.azjax", json.load(open("match.json")))  # azjax-eval --json figures
+    set_simulations("connect4.azjax", 512)                       # its default search
     export_onnx(config, params, "connect4.onnx")                 # obs -> (logits, value)
 
 A model file (`.azjax`) is one msgpack map:
@@ -164,6 +165,15 @@ def make_card(
     }
 
 
+def _playing(config: Config, simulations: int) -> Config:
+    """`config` with the model playing `simulations` simulations by default."""
+    if isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 1:
+        raise ModelError(f"simulations must be an integer >= 1, got {simulations!r}")
+    return dataclasses.replace(
+        config, eval=dataclasses.replace(config.eval, num_simulations=simulations)
+    )
+
+
 def export_run(
     workdir: str | pathlib.Path,
     out: str | pathlib.Path,
@@ -171,11 +181,14 @@ def export_run(
     dtype: str = "float32",
     command: str | None = None,
     device: str | None = None,
+    simulations: int | None = None,
 ) -> dict[str, Any]:
     """Write checkpoint `step` of a run (the newest when None) as the model file `out`.
 
     `command` (how the run was trained) defaults to `azjax-train` on the run's resolved
-    `config.yaml` when the run has one; `device` is recorded as given. Returns the card.
+    `config.yaml` when the run has one; `device` is recorded as given. The model plays with
+    `simulations` by default when given, else with the run's evaluation simulations. Returns
+    the card.
     """
     from azjax import checkpoint
 
@@ -185,6 +198,8 @@ def export_run(
         steps = checkpoint.list_steps(workdir)
         step = steps[-1] if steps else None  # None: load_for_inference names the empty run
     config, params = checkpoint.load_for_inference(str(workdir), step)
+    if simulations is not None:
+        config = _playing(config, simulations)
     if command is None and (workdir / "config.yaml").exists():
         command = f"azjax-train --config {workdir / 'config.yaml'} --workdir {workdir}"
     name = out.name.removesuffix(SUFFIX)
@@ -236,6 +251,33 @@ def set_provenance(
     entries, card = _read(path), read_card(path)
     card.update({k: v for k, v in (("command", command), ("device", device)) if v is not None})
     _write(path, {**entries, "card": json.dumps(card)})
+    return card
+
+
+def set_simulations(path: str | pathlib.Path, simulations: int) -> dict[str, Any]:
+    """Make the model at `path` play with `simulations` by default (its config and card), and
+    name the old default in the figures filed for it (`zoo:NAME` becomes `zoo:NAME:OLD`), so
+    that each figure still names the search that earned it. Returns the card."""
+    from azjax.agents import parse_spec
+
+    path = pathlib.Path(path)
+    entries, card, config = _read(path), read_card(path), read_config(path)
+    config = _playing(config, simulations)
+    old = card["search"]["simulations"]
+    strength = {}
+    for key, figures in card.get("strength", {}).items():
+        agent = figures.get("agent", "")
+        try:
+            spec = parse_spec(agent)
+        except ValueError:
+            spec = None
+        if spec is not None and spec.kind in ("zoo", "search") and spec.number is None:
+            key = f"{agent}:{old}" + key.removeprefix(agent)
+            figures = {**figures, "agent": f"{agent}:{old}"}
+        strength[key] = figures
+    card = {**card, "search": {**card["search"], "simulations": simulations}, "strength": strength}
+    config_text = json.dumps(config_to_dict(config))
+    _write(path, {**entries, "config": config_text, "card": json.dumps(card)})
     return card
 
 

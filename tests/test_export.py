@@ -200,6 +200,37 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         export.record_strength(model, {"game": "tictactoe", "elo": {}})
 
 
+def test_default_simulations(run, tmp_path, capsys):
+    model = tmp_path / "ttt.azjax"
+    assert main([str(run), "--out", str(model), "--simulations", "9"]) == 0
+    config, _, card = export.load_model(model)
+    assert card["search"]["simulations"] == 9
+    assert config.eval.num_simulations == 9  # what zoo:ttt plays with
+    figures = {"games": 4, "wins": 4, "draws": 0, "losses": 0, "score": 1.0, "ci95": 0.0}
+    for agent in ("zoo:ttt", "zoo:ttt:64", "policy-zoo:ttt"):
+        match = {"a": agent, "b": "random", "opening_moves": 2, **figures}
+        export.record_strength(model, {"game": "tictactoe", "match": match})
+
+    assert main(["--card-only", str(model), "--simulations", "16"]) == 0
+    config, _, card = export.load_model(model)
+    assert config.eval.num_simulations == 16
+    assert card["search"]["simulations"] == 16
+    # The figures earned at the old default now name it; the others keep their names.
+    agents = {key: entry["agent"] for key, entry in card["strength"].items()}
+    assert agents == {
+        "zoo:ttt:9 vs random, 2 random opening plies": "zoo:ttt:9",
+        "zoo:ttt:64 vs random, 2 random opening plies": "zoo:ttt:64",
+        "policy-zoo:ttt vs random, 2 random opening plies": "policy-zoo:ttt",
+    }
+    assert json.loads(export.card_path(model).read_text()) == card
+
+    capsys.readouterr()
+    assert main(["--card-only", str(model), "--simulations", "0"]) == 2
+    assert "simulations must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert main([str(model), "--format", "onnx", "--out", "m.onnx", "--simulations", "4"]) == 2
+    assert "--simulations is for a model file" in capsys.readouterr().err
+
+
 def _onnx_available() -> None:
     missing = [m for m in ("jax2onnx", "onnxruntime") if not _importable(m)]
     if missing:

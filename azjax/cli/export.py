@@ -4,6 +4,7 @@
     azjax-export runs/connect4 --step 200 --dtype bfloat16 --out connect4.azjax
     azjax-export connect4.azjax --format onnx --out connect4.onnx    # from a run or a model
     azjax-export --card-only connect4.azjax --strength match.json    # file azjax-eval figures
+    azjax-export --card-only connect4.azjax --simulations 512        # its default search
 
 A model file holds the parameters, the run's config and a model card, also written beside it as
 NAME.card.json (see azjax.export); `azjax.export.load_model` reads it without orbax or the run.
@@ -42,6 +43,13 @@ def _parser() -> argparse.ArgumentParser:
         help="card: what it was trained on, e.g. '1x H100' (with --card-only: replaces it)",
     )
     parser.add_argument(
+        "--simulations",
+        type=int,
+        metavar="N",
+        help="the search simulations the model plays with by default (default: the run's "
+        "evaluation simulations; with --card-only: changes them)",
+    )
+    parser.add_argument(
         "--card-only",
         action="store_true",
         help="RUN is a model file: rewrite its card (NAME.card.json), filing any --strength",
@@ -75,6 +83,8 @@ def _card_only(args: argparse.Namespace) -> None:
     card = export.read_card(args.source)
     if args.command is not None or args.device is not None:
         card = export.set_provenance(args.source, args.command, args.device)
+    if args.simulations is not None:
+        card = export.set_simulations(args.source, args.simulations)
     for path in args.strength:
         try:
             result = json.loads(path.read_text())
@@ -83,7 +93,7 @@ def _card_only(args: argparse.Namespace) -> None:
         if not isinstance(result, dict):
             raise ValueError(f"--strength {path}: expected a JSON object from azjax-eval --json")
         card = export.record_strength(args.source, result)
-    if not args.strength and args.command is None and args.device is None:
+    if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
         card = export.write_card(args.source)
     print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
 
@@ -97,13 +107,21 @@ def _export(args: argparse.Namespace) -> None:
         if args.source.endswith(export.SUFFIX):
             raise ValueError(f"{args.source} is already a model file; give a run directory")
         card = export.export_run(
-            args.source, args.out, args.step, args.dtype, args.command, args.device
+            args.source,
+            args.out,
+            args.step,
+            args.dtype,
+            args.command,
+            args.device,
+            args.simulations,
         )
         print(
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "
             f"stored as {args.dtype}) and {export.card_path(args.out)}"
         )
         return
+    if args.simulations is not None:
+        raise ValueError("--simulations is for a model file: ONNX holds the network alone")
     config, params, card = _load(args.source, args.step)
     export.export_onnx(config, params, args.out, args.batch, card)
     difference = export.check_onnx(args.out, config, params)
