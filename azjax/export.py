@@ -271,7 +271,8 @@ def set_simulations(path: str | pathlib.Path, simulations: int) -> dict[str, Any
             spec = parse_spec(agent)
         except ValueError:
             spec = None
-        if spec is not None and spec.kind in ("zoo", "search") and spec.number is None:
+        renamed = spec is not None and spec.kind in ("zoo", "search") and spec.number is None
+        if renamed and simulations != old:
             key = f"{agent}:{old}" + key.removeprefix(agent)
             figures = {**figures, "agent": f"{agent}:{old}"}
         strength[key] = figures
