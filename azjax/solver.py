@@ -17,6 +17,11 @@ An agent is measured by
 - result accuracy: the share where its move keeps the game-theoretic result (a won position
   stays won, a drawn one drawn; in a lost position every legal move keeps the result).
 
+Both are also given by phase and by result (won, drawn, lost positions), with the best-move
+accuracy that an agent keeping every result but blind to the scores beyond their sign would
+expect (`result_blind`): a net trained on bare results is such an agent, so this is the part of
+best move that only score-aware targets (a discount, a score utility) can reach.
+
 Neither metric needs a solver: the labels are read from the shipped files.
 """
 
@@ -38,6 +43,7 @@ from azjax.agents import Agent
 from games.core import Game, State
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
+RESULTS = {1: "won", 0: "drawn", -1: "lost"}  # a position's value, for the player to move
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +62,16 @@ class Position:
     def value(self) -> int:
         """The game-theoretic result for the player to move: 1 win, 0 draw, -1 loss."""
         return int(np.sign(max(s for s in self.scores if s is not None)))
+
+    @property
+    def result(self) -> str:
+        return RESULTS[self.value]
+
+    @property
+    def result_blind(self) -> float:
+        """The chance that a uniform pick among the moves keeping the result is a best move."""
+        keep = [s for s in self.scores if s is not None and int(np.sign(s)) == self.value]
+        return keep.count(max(keep)) / len(keep)
 
     @property
     def best_moves(self) -> tuple[int, ...]:
@@ -158,46 +174,69 @@ def referee_for(game: Game) -> RefereeSet:
 
 @dataclasses.dataclass(frozen=True)
 class Accuracy:
-    """Shares of positions with a best move and with the result kept (overall and by phase)."""
+    """Shares of positions with a best move and with the result kept: overall, by phase and by
+    the position's result; `result_blind` is the best-move share expected of an agent that keeps
+    every result and picks among those moves at random (see the module's docstring)."""
 
     positions: int
     best_move: float
     keeps_result: float
     by_phase: dict[str, tuple[int, float, float]]  # phase -> (positions, best, keeps)
+    by_result: dict[str, tuple[int, float, float]]  # won/drawn/lost -> (positions, best, keeps)
+    result_blind: float
 
     def to_dict(self) -> dict:
+        def parts(table: dict[str, tuple[int, float, float]]) -> dict:
+            return {
+                name: {"positions": n, "best_move": b, "keeps_result": k}
+                for name, (n, b, k) in table.items()
+            }
+
         return {
             "positions": self.positions,
             "best_move": self.best_move,
             "keeps_result": self.keeps_result,
-            "by_phase": {
-                phase: {"positions": n, "best_move": b, "keeps_result": k}
-                for phase, (n, b, k) in self.by_phase.items()
-            },
+            "result_blind": self.result_blind,
+            "by_phase": parts(self.by_phase),
+            "by_result": parts(self.by_result),
         }
 
     def __str__(self) -> str:
         lines = [
             f"{self.positions} positions: best move {self.best_move:.1%}, "
-            f"result kept {self.keeps_result:.1%}"
+            f"result kept {self.keeps_result:.1%} "
+            f"(keeping every result, blind to the scores: best move {self.result_blind:.1%})"
         ]
-        for phase, (n, b, k) in self.by_phase.items():
-            lines.append(f"  {phase:8s} {n:4d} positions: best {b:.1%}, result kept {k:.1%}")
+        for name, (n, b, k) in (self.by_phase | self.by_result).items():
+            lines.append(f"  {name:8s} {n:4d} positions: best {b:.1%}, result kept {k:.1%}")
         return "\n".join(lines)
 
 
 def score_moves(positions: Sequence[Position], moves: Sequence[int]) -> Accuracy:
-    """Accuracy of one chosen move per position; phases in the order they first appear."""
+    """Accuracy of one chosen move per position; phases in the order they first appear, then
+    results from won to lost."""
     if len(positions) != len(moves) or not positions:
         raise ValueError(f"need one move per position, got {len(moves)} for {len(positions)}")
     best = np.array([int(m) in p.best_moves for p, m in zip(positions, moves, strict=True)])
     keeps = np.array([p.keeps_result(int(m)) for p, m in zip(positions, moves, strict=True)])
-    phases = np.array([p.phase for p in positions])
-    by_phase = {}
-    for name in dict.fromkeys(p.phase for p in positions):
-        sel = phases == name
-        by_phase[name] = (int(sel.sum()), float(best[sel].mean()), float(keeps[sel].mean()))
-    return Accuracy(len(positions), float(best.mean()), float(keeps.mean()), by_phase)
+
+    def split(labels: Sequence[str]) -> dict[str, tuple[int, float, float]]:
+        labels = np.array(labels)
+        return {
+            name: (int(sel.sum()), float(best[sel].mean()), float(keeps[sel].mean()))
+            for name in dict.fromkeys(labels)
+            for sel in [labels == name]
+        }
+
+    by_result = split([p.result for p in positions])
+    return Accuracy(
+        positions=len(positions),
+        best_move=float(best.mean()),
+        keeps_result=float(keeps.mean()),
+        by_phase=split([p.phase for p in positions]),
+        by_result={name: by_result[name] for name in RESULTS.values() if name in by_result},
+        result_blind=float(np.mean([p.result_blind for p in positions])),
+    )
 
 
 def replay(game: Game, positions: Sequence[Position]) -> State:

@@ -45,6 +45,16 @@ def test_score_moves_on_hand_labelled_positions():
     assert win.value == 1 and draw.value == 0 and lost.value == -1
     assert lost.best_moves == (1, 2, 5)
     assert acc.by_phase == {"opening": (2, 0.5, 0.5), "late": (1, 0.0, 0.0)}
+    assert acc.by_result == {"won": (1, 0.0, 0.0), "drawn": (1, 1.0, 1.0), "lost": (1, 0.0, 0.0)}
+    # Keeping the result, blind to the scores: the win's only winning move is best (1), the
+    # draw's 5 drawing moves are all best (1), and 3 of the lost position's 6 moves are (1/2).
+    assert win.result_blind == 1.0 and draw.result_blind == 1.0 and lost.result_blind == 0.5
+    assert acc.result_blind == pytest.approx(2.5 / 3)
+    assert acc.to_dict()["by_result"]["lost"] == {
+        "positions": 1,
+        "best_move": 0.0,
+        "keeps_result": 0.0,
+    }
     with pytest.raises(ValueError, match="one move per position"):
         solver.score_moves([win], [])
 
