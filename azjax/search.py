@@ -62,6 +62,7 @@ class SearchConfig:
     temperature: float = 1.0  # PUCT: sampled moves follow visits ** (1 / temperature)
     score_utility: float = 0.0  # weight of the final score margin in a game's end reward
     discount: float = 1.0  # γ per move: < 1 prefers faster wins and slower losses
+    sample_cutoff: float | None = None  # a sampled move whose Q is more below the best plays greedy
 
     def __post_init__(self) -> None:
         checks = {
@@ -75,6 +76,7 @@ class SearchConfig:
             "temperature": (self.temperature > 0, "> 0"),
             "score_utility": (0 <= self.score_utility < 1, "in [0, 1)"),
             "discount": (0 < self.discount <= 1, "in (0, 1]"),
+            "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
         }
         check_fields("search", self, checks)
 
@@ -241,6 +243,8 @@ def search_tree(
         sampled = jax.random.categorical(action_key, sample_logits)
         action = jnp.where(sample, sampled, greedy)
         policy = out.action_weights
+    if config.sample_cutoff is not None:
+        action = _cut(out.search_tree, action, greedy, config.sample_cutoff)
     live = legal.any(-1)
     output = SearchOutput(
         action=jnp.where(live, action, 0).astype(jnp.int32),
@@ -248,6 +252,18 @@ def search_tree(
         root_value=jnp.where(live, out.search_tree.summary().value, 0.0).astype(jnp.float32),
     )
     return output, out.search_tree
+
+
+def _cut(tree: mctx.Tree, action: Array, greedy: Array, cutoff: float) -> Array:
+    """[B]: `action`, or `greedy` where the searched Q of `action` is more than `cutoff` below
+    the best Q of the root's visited actions (the mover's view), so that a sampled move varies
+    the game without throwing it away."""
+    root = jnp.full(action.shape, tree.ROOT_INDEX)
+    q = tree.qvalues(root)
+    visited = tree.children_visits[:, tree.ROOT_INDEX] > 0
+    best = jnp.max(jnp.where(visited, q, -jnp.inf), axis=-1)
+    chosen = jnp.take_along_axis(q, action[:, None], axis=-1)[:, 0]
+    return jnp.where(chosen >= best - cutoff, action, greedy)
 
 
 def run_search(

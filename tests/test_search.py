@@ -303,3 +303,43 @@ def test_greedy_moves_are_the_most_visited_even_with_root_noise(algorithm):
         chosen = visits[np.arange(8), action]
         np.testing.assert_array_equal(chosen, visits.max(-1))
         assert np.asarray(states.legal_action_mask)[np.arange(8), action].all()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_sample_cutoff_keeps_sampled_moves_near_the_best_q(algorithm):
+    """A sampled move whose searched Q is more than `sample_cutoff` below the best visited Q
+    gives way to the greedy move, and the others stay: the cutoff changes the move, not the
+    search (the same key gives the same tree)."""
+    game = games.make("connect4")
+    states = live_positions(game, 16, seed=7)
+
+    def run(cutoff, sample):
+        config = SearchConfig(
+            algorithm=algorithm, num_simulations=24, gumbel_scale=3.0, sample_cutoff=cutoff
+        )
+        fn = jax.jit(
+            lambda s, k: search_tree(
+                game, adversarial_evaluator, None, s, k, config, explore=True, sample=sample
+            )
+        )
+        moves, gaps = [], []
+        for seed in range(4):
+            out, tree = fn(states, jax.random.key(seed))
+            q = np.asarray(tree.qvalues(jnp.zeros(16, jnp.int32)))
+            visited = np.asarray(tree.children_visits[:, 0]) > 0
+            action = np.asarray(out.action)
+            moves.extend(action)
+            gaps.extend(np.where(visited, q, -np.inf).max(-1) - q[np.arange(16), action])
+        return np.array(moves), np.array(gaps)
+
+    sampled, gaps = run(None, np.ones(16, bool))
+    greedy, _ = run(None, np.zeros(16, bool))
+    cut, cut_gaps = run(0.05, np.ones(16, bool))
+    far = gaps > 0.05
+    assert (far & (sampled != greedy)).any(), "no sampled move to cut: the test shows nothing"
+    np.testing.assert_array_equal(cut[far], greedy[far])
+    np.testing.assert_array_equal(cut[~far], sampled[~far])
+    assert ((cut_gaps <= 0.05) | (cut == greedy)).all()
+    np.testing.assert_array_equal(run(2.0, np.ones(16, bool))[0], sampled)  # the whole range
+    with pytest.raises(ValueError, match="sample_cutoff"):
+        SearchConfig(sample_cutoff=-0.1)
