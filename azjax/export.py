@@ -362,14 +362,27 @@ def record_strength(path: str | pathlib.Path, result: Mapping[str, Any]) -> dict
 
 
 def headline(card: Mapping[str, Any]) -> str:
-    """The strength figures of a card in one line ("-" when none were recorded)."""
+    """The strength figures of a card in one line ("-" when none were recorded): those of the
+    model as it plays by default (`zoo:NAME`) and of its raw policy (`policy-zoo:NAME`), with a
+    count of the figures at other settings (other simulations) that the card also holds."""
+    figures = card.get("strength", {})
+    name = card.get("name")
+    default = {f"zoo:{name}": "", f"policy-zoo:{name}": "policy "}
+    shown = {k: f for k, f in figures.items() if f.get("agent") in default} or figures
     parts = []
-    for key, figures in card.get("strength", {}).items():
-        if "score" in figures:
-            parts.append(f"{key} {figures['score']:.0%} of {figures['games']}")
-        elif "best_move" in figures:
-            parts.append(f"{key}: best move {figures['best_move']:.0%}")
-    return ", ".join(parts) or "-"
+    for key, f in sorted(shown.items(), key=lambda item: item[1].get("agent", "").startswith("p")):
+        who = default.get(f.get("agent"), f"{f.get('agent')} ")
+        if "score" in f:
+            opponent = key.split(" vs ", 1)[-1].split(",", 1)[0]
+            plies = f.get("opening_moves", 0)
+            opening = f", {plies} opening pl{'y' if plies == 1 else 'ies'}" if plies else ""
+            parts.append(f"{who}vs {opponent} {f['score']:.1%} of {f['games']}{opening}")
+        elif "best_move" in f:
+            kept = f", result kept {f['keeps_result']:.1%}" if "keeps_result" in f else ""
+            parts.append(f"{who}solver best move {f['best_move']:.1%}{kept}")
+    if len(shown) < len(figures):
+        parts.append(f"{len(figures) - len(shown)} more in the card")
+    return "; ".join(parts) or "-"
 
 
 # ----------------------------------------------------------------------------- ONNX

@@ -166,7 +166,12 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
         args += ["--strength", str(tmp_path / f"{name}.json")]
     assert main(args) == 0
-    assert "zoo:ttt vs alphabeta:9 38% of 40, " in capsys.readouterr().out
+    # The headline: the default agent's figures, then the raw policy's.
+    assert capsys.readouterr().out.strip().endswith(
+        ": vs alphabeta:9 37.5% of 40; vs alphabeta:9 37.5% of 40, 2 opening plies; "
+        "solver best move 90.0%, result kept 95.0%; policy vs alphabeta:9 37.5% of 40; "
+        "policy solver best move 90.0%, result kept 95.0%"
+    )
     card = export.read_card(model)
     accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
     figures = {"games": 40, "wins": 0, "draws": 30, "losses": 10, "score": 0.375, "ci95": 0.1}
@@ -223,6 +228,9 @@ def test_default_simulations(run, tmp_path, capsys):
         "policy-zoo:ttt vs random, 2 random opening plies": "policy-zoo:ttt",
     }
     assert json.loads(export.card_path(model).read_text()) == card
+    assert export.headline(card) == (  # zoo:ttt now has no figures; the others are counted
+        "policy vs random 100.0% of 4, 2 opening plies; 2 more in the card"
+    )
 
     capsys.readouterr()
     assert main(["--card-only", str(model), "--simulations", "0"]) == 2
