@@ -167,14 +167,11 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         args += ["--strength", str(tmp_path / f"{name}.json")]
     assert main(args) == 0
     # The headline: the default agent's figures, then the raw policy's.
-    assert (
-        capsys.readouterr()
-        .out.strip()
-        .endswith(
-            ": vs alphabeta:9 37.5% of 40; vs alphabeta:9 37.5% of 40, 2 opening plies; "
-            "solver best move 90.0%, result kept 95.0%; policy vs alphabeta:9 37.5% of 40; "
-            "policy solver best move 90.0%, result kept 95.0%"
-        )
+    printed = capsys.readouterr().out.strip()
+    assert printed.endswith(
+        ": vs alphabeta:9 37.5% of 40; vs alphabeta:9 37.5% of 40, 2 opening plies; "
+        "solver best move 90.0%, result kept 95.0%; policy vs alphabeta:9 37.5% of 40; "
+        "policy solver best move 90.0%, result kept 95.0%"
     )
     card = export.read_card(model)
     accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
