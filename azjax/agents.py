@@ -311,10 +311,10 @@ def _policy_fn(game: Game, network: Any) -> MoveFn:
 
 
 @functools.cache
-def _network_evaluator(network: Any) -> Evaluator:
+def _network_evaluator(network: Any, score_tiebreak: float = 0.0) -> Evaluator:
     from azjax.search import network_evaluator
 
-    return network_evaluator(network)
+    return network_evaluator(network, score_tiebreak)
 
 
 def policy_agent(game: Game, network: Any, params: Params, name: str = "policy") -> Agent:
@@ -326,7 +326,7 @@ def search_agent(
     game: Game, network: Any, params: Params, search_config: SearchConfig, name: str = "search"
 ) -> Agent:
     """The network with search (no exploration noise): the searched best move."""
-    fn = _search_fn(game, _network_evaluator(network), search_config)
+    fn = _search_fn(game, _network_evaluator(network, search_config.score_tiebreak), search_config)
     return Agent(fn=fn, params=params, name=name)
 
 
@@ -513,4 +513,5 @@ def analysis(game: Game, spec: str) -> Analysis:
         return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
     run_config, network, params, _ = _trained(game, parsed)
     config = _playing_search(run_config, parsed.number)
-    return Analysis(_analysis_fn(game, _network_evaluator(network), config), params)
+    evaluate = _network_evaluator(network, config.score_tiebreak)
+    return Analysis(_analysis_fn(game, evaluate, config), params)

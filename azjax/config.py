@@ -284,6 +284,12 @@ def _validate_learning_extras(config: Config) -> None:
             f"search.score_utility={config.search.score_utility!r}: {name} has no final score "
             "(has_score); set search.score_utility=0"
         )
+    tiebreak = config.search.score_tiebreak
+    if tiebreak > 0 and not (has_score and config.network.score_head):
+        raise ConfigError(
+            f"search.score_tiebreak={tiebreak!r} needs a game with a final score (has_score; "
+            f"{name}: {has_score}) and network.score_head=true"
+        )
     if o.score_weight > 0:
         if not has_score:
             raise ConfigError(

@@ -17,6 +17,11 @@ the search is exact (no learned model). Conventions, as mctx needs them:
   the utility `(1 - u) * reward + u * margin`, `margin` being the final score margin from
   the mover's view / num_actions, clipped to [-1, 1] (`utility`; KataGo's score utility): the
   search then prefers larger wins and smaller losses, and a win still outranks any loss;
+- with `score_tiebreak` w > 0 (a network with a score head, a game with a final score), a leaf
+  is valued `(1 - w) * value + w * clip(score, -1, 1)`, `score` being the network's predicted
+  final margin, and a game-ending edge's reward blends the true margin alike: among moves of
+  (nearly) equal value, the search prefers the larger predicted margin. The value targets stay
+  the game's results, so it is a choice of play, not of what the network learns;
 - illegal actions are masked at the root (`invalid_actions`) and inside the tree (mctx only
   masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
@@ -63,6 +68,7 @@ class SearchConfig:
     score_utility: float = 0.0  # weight of the final score margin in a game's end reward
     discount: float = 1.0  # γ per move: < 1 prefers faster wins and slower losses
     sample_cutoff: float | None = None  # a sampled move whose Q is more below the best plays greedy
+    score_tiebreak: float = 0.0  # weight of the predicted final margin (score head) in leaf values
 
     def __post_init__(self) -> None:
         checks = {
@@ -77,6 +83,10 @@ class SearchConfig:
             "score_utility": (0 <= self.score_utility < 1, "in [0, 1)"),
             "discount": (0 < self.discount <= 1, "in (0, 1]"),
             "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
+            "score_tiebreak": (
+                0 <= self.score_tiebreak < 1 and not (self.score_tiebreak and self.score_utility),
+                "in [0, 1), and 0 when score_utility is not",
+            ),
         }
         check_fields("search", self, checks)
 
@@ -87,13 +97,19 @@ class SearchOutput(NamedTuple):
     root_value: Array  # float32 [B], the searched value of the root, mover's view
 
 
-def network_evaluator(network) -> Evaluator:
-    """The evaluator of an `azjax.network.PolicyValueNet` (the key is unused)."""
+def network_evaluator(network, score_tiebreak: float = 0.0) -> Evaluator:
+    """The evaluator of an `azjax.network.PolicyValueNet` (the key is unused). With
+    `score_tiebreak` w > 0 (a network with a score head), the value is
+    `(1 - w) * value + w * clip(score, -1, 1)` (`SearchConfig.score_tiebreak`)."""
     observe = jax.vmap(network.game.observe)
 
     def evaluate(params: Params, states: State, key: Array) -> tuple[Array, Array]:
         del key
-        return network.apply(params, observe(states))
+        if score_tiebreak == 0:
+            return network.apply(params, observe(states))
+        logits, value, score = network.apply(params, observe(states), with_score=True)
+        blended = (1.0 - score_tiebreak) * value + score_tiebreak * jnp.clip(score, -1.0, 1.0)
+        return logits, blended
 
     return evaluate
 
@@ -141,7 +157,8 @@ def edge_discount(gamma: float, state: State, child: State) -> Array:
 def _recurrent_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
-        reward = jax.vmap(functools.partial(utility, game, config.score_utility))(states, children)
+        weight = config.score_utility + config.score_tiebreak  # at most one is above 0
+        reward = jax.vmap(functools.partial(utility, game, weight))(states, children)
         logits, value = evaluate(params, children, key)
         out = mctx.RecurrentFnOutput(
             reward=reward,

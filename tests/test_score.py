@@ -111,15 +111,16 @@ def test_score_head_output_and_refusals():
         load_config(TICTACTOE, [*DOTS, *SCORE, "selfplay.value_target=q"])
 
 
-def dots_rollout(batch: int, length: int, **search):
+def dots_rollout(batch: int, length: int, score_head: bool = False, **search):
     """(game, trajectory [length, batch]): self-play on Dots and Boxes 2x2 (repeated turns) by a
     tiny untrained net, 4 simulations, full and fast searches alternating, `search` overrides."""
     game = games.make("dots_and_boxes", rows=2, cols=2)
-    net = make_network(game, NetworkConfig(blocks=0, channels=8))
+    net = make_network(game, NetworkConfig(blocks=0, channels=8, score_head=score_head))
     params = init_params(net, game, jax.random.key(0))
     config = SearchConfig(num_simulations=4, max_num_considered_actions=4, **search)
     selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=12)
-    rollout = jax.jit(make_rollout(game, network_evaluator(net), config, selfplay))
+    evaluate = network_evaluator(net, config.score_tiebreak)
+    rollout = jax.jit(make_rollout(game, evaluate, config, selfplay))
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
     keys = jax.random.split(jax.random.key(1), (length, batch))
     full = jnp.arange(length) % 2 == 0
@@ -143,10 +144,11 @@ def test_score_utility_blends_the_final_margin_into_rewards_and_value_targets():
     np.testing.assert_allclose(value, (1 - u) * np.sign(score) + u * score, atol=1e-6)
 
 
-def test_score_utility_is_the_reward_of_a_game_ending_edge_in_the_search_tree():
-    game, u = games.make("dots_and_boxes", rows=2, cols=2), 0.5
+def last_move(game):
+    """(state, last action, child): a random Dots and Boxes 2x2 game one line before its end,
+    the line and the final state, in a game that is not drawn."""
     step = jax.jit(game.step)
-    for seed in range(20):  # a random game's last move, in a game that is not drawn
+    for seed in range(20):
         state, order = game.init(jax.random.key(0)), np.random.default_rng(seed).permutation(12)
         for action in order[:-1]:  # one line left: the last move ends the game
             state = step(state, int(action))
@@ -155,6 +157,13 @@ def test_score_utility_is_the_reward_of_a_game_ending_edge_in_the_search_tree():
         if float(game.score(child)) != 0:
             break
     assert bool(child.terminated) and not bool(state.terminated)
+    return state, last, child
+
+
+def test_score_utility_is_the_reward_of_a_game_ending_edge_in_the_search_tree():
+    game, u = games.make("dots_and_boxes", rows=2, cols=2), 0.5
+    step = jax.jit(game.step)
+    state, last, child = last_move(game)
     expected = utility(game, u, state, child)
     mover_margin = float(final_margin(game, state.current_player, child))
     reward = float(child.rewards[state.current_player])
@@ -182,3 +191,51 @@ def test_score_utility_refusals():
     state = tictactoe.init(jax.random.key(0))
     with pytest.raises(ValueError, match="tictactoe has no final score"):
         utility(tictactoe, 0.5, state, tictactoe.step(state, 0))
+
+
+def test_score_tiebreak_values_leaves_by_the_predicted_margin_and_keeps_results_as_targets():
+    game, w = games.make("dots_and_boxes", rows=2, cols=2), 0.3
+    net = make_network(game, NetworkConfig(blocks=0, channels=8, score_head=True))
+    params = init_params(net, game, jax.random.key(0))
+    params = jax.tree.map(lambda x: 3.0 * x, params)  # scores beyond [-1, 1] too, to be clipped
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 64))
+    states = jax.vmap(game.step)(states, jax.random.randint(jax.random.key(1), (64,), 0, 12))
+    obs = jax.vmap(game.observe)(states)
+    logits, value, score = net.apply(params, obs, with_score=True)
+    assert float(jnp.abs(score).max()) > 1  # the clip matters
+    got_logits, got_value = network_evaluator(net, w)(params, states, jax.random.key(2))
+    np.testing.assert_array_equal(got_logits, logits)
+    np.testing.assert_allclose(got_value, (1 - w) * value + w * jnp.clip(score, -1, 1), atol=1e-6)
+    np.testing.assert_array_equal(network_evaluator(net)(params, states, None)[1], value)
+
+    # In the tree: the root's leaf value is blended, and so is a game-ending edge's reward.
+    state, last, child = last_move(game)
+    config = SearchConfig(num_simulations=2, max_num_considered_actions=2, score_tiebreak=w)
+    batched = jax.tree.map(lambda x: x[None], state)
+    evaluate = network_evaluator(net, w)
+    _, tree = search_tree(game, evaluate, params, batched, jax.random.key(1), config)
+    _, root_value = evaluate(params, batched, None)
+    assert float(tree.raw_values[0, tree.ROOT_INDEX]) == pytest.approx(float(root_value[0]))
+    reward = float(tree.children_rewards[0, tree.ROOT_INDEX, last])
+    assert reward == pytest.approx(float(utility(game, w, state, child)))
+    assert reward != pytest.approx(float(child.rewards[state.current_player]))
+
+    # Self-play searches with it, but records bare results: the value targets stay results.
+    _, traj = dots_rollout(4, 36, score_head=True, score_tiebreak=w)
+    end, margin, reward = (np.asarray(x) for x in (traj.terminated, traj.score, traj.reward))
+    assert end.sum() >= 4 and (margin[end] != 0).any()
+    np.testing.assert_array_equal(reward[end], np.sign(margin[end]))
+
+
+def test_score_tiebreak_refusals():
+    with pytest.raises(ConfigError, match=r"search\.score_tiebreak=0\.2 needs a game with a final"):
+        load_config(TICTACTOE, ["search.score_tiebreak=0.2"])
+    with pytest.raises(ConfigError, match=r"network\.score_head=true"):
+        load_config(TICTACTOE, [*DOTS, "search.score_tiebreak=0.2"])
+    with pytest.raises(ConfigError, match="score_tiebreak"):
+        load_config(TICTACTOE, [*DOTS, *SCORE, "search.score_tiebreak=1.0"])
+    with pytest.raises(ConfigError, match="score_tiebreak"):
+        load_config(
+            TICTACTOE, [*DOTS, *SCORE, "search.score_tiebreak=0.2", "search.score_utility=0.5"]
+        )
+    load_config(TICTACTOE, [*DOTS, *SCORE, "search.score_tiebreak=0.2"])  # accepted
