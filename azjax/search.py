@@ -15,7 +15,7 @@ the search is exact (no learned model). Conventions, as mctx needs them:
   (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
 - with `score_utility` u > 0 (games with a final score), the reward of a game-ending edge is
   the utility `(1 - u) * reward + u * margin`, `margin` being the final score margin from
-  the mover's view / num_actions, clipped to [-1, 1] (`utility`; KataGo's score utility): the
+  the mover's view / `game.score_scale`, clipped to [-1, 1] (`utility`; KataGo's score utility): the
   search then prefers larger wins and smaller losses, and a win still outranks any loss;
 - with `score_tiebreak` w > 0 (a network with a score head, a game with a final score), a leaf
   is valued `(1 - w) * value + w * clip(score, -1, 1)`, `score` being the network's predicted
@@ -123,11 +123,11 @@ def mask_logits(logits: Array, legal: Array) -> Array:
 
 
 def final_margin(game: Game, mover: Array, child: State) -> Array:
-    """float32: the final score margin / num_actions from `mover`'s view where `child` has
+    """float32: the final score margin / `game.score_scale` from `mover`'s view where `child` has
     ended the game, else 0 (always 0 for a game without a score). Unbatched."""
     if not getattr(game, "has_score", False):
         return jnp.float32(0.0)
-    margin = jnp.where(mover == 0, 1.0, -1.0) * game.score(child) / game.num_actions
+    margin = jnp.where(mover == 0, 1.0, -1.0) * game.score(child) / game.score_scale
     return jnp.where(child.terminated, margin, 0.0).astype(jnp.float32)
 
 

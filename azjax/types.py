@@ -22,7 +22,7 @@ class Examples:
     policy: Array  # float32 [N, A], search policy target (zeros where policy_mask is False)
     policy_mask: Array  # bool [N], True where a full search produced the policy target (PCR)
     value: Array  # float32 [N], value target from the mover's view, in [-1, 1]
-    score: Array  # float32 [N], final score margin from the mover's view / num_actions (0: none)
+    score: Array  # float32 [N], final score margin from the mover's view / score_scale (0: none)
     valid: Array  # bool [N]
     state: State | None = None  # [N] the searched game states (when stored), else None
 
@@ -45,6 +45,6 @@ class Trajectory:
     terminated: Array  # bool [T, B], the move ended the game
     root_value: Array  # float32 [T, B], the searched value, mover's view
     score: Array  # float32 [T, B], at a game-ending move its final score margin from the
-    #   mover's view / num_actions (games with `has_score`), else 0
+    #   mover's view / score_scale (games with `has_score`), else 0
     valid: Array  # bool [T, B], False for empty padding slots
     state: State | None = None  # [T, B] the searched game states (when stored), else None

@@ -247,8 +247,9 @@ class Game(abc.ABC):
     A subclass's `init`, `observe` and `board` are wrapped in `eager_jit`, as `step` is here.
 
     Everything else particular to a game has a default here, so a new game needs none of it:
-    `heuristic` (0), `score` (with `has_score`), `players`, `colours`, `marks`, `move_order`
-    (natural order), `sizes` ({}) and the picture `draw` (a grid of `board`).
+    `heuristic` (0), `score` (with `has_score`) and `score_scale`, `players`, `colours`,
+    `marks`, `move_order` (natural order), `sizes` ({}) and the picture `draw` (a grid of
+    `board`).
     """
 
     name: ClassVar[str]
@@ -342,6 +343,13 @@ class Game(abc.ABC):
         """float32 final score margin from player 0's view (discs, boxes, orbs), an auxiliary
         training target; defined where `has_score` is True."""
         raise NotImplementedError(f"{self.name} has no score (has_score is False)")
+
+    @property
+    def score_scale(self) -> float:
+        """What `score` is divided by wherever it is learned or searched (the score target,
+        `search.score_utility`, `search.score_tiebreak`), so that margins lie in about
+        [-1, 1]: the number of actions unless the game knows its largest score."""
+        return float(self.num_actions)
 
     def move_order(self) -> np.ndarray:
         """int32[num_actions]: the order in which alpha-beta tries moves below its root."""
