@@ -10,7 +10,8 @@ import pytest
 from test_train import TICTACTOE, TINY, records
 
 import games
-from azjax import targets
+from azjax import export, targets
+from azjax.cli.export import main as export_main
 from azjax.config import ConfigError, load_config
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.search import (
@@ -87,6 +88,15 @@ def test_score_head_trains_and_logs_its_loss(tmp_path):
     assert [r["iteration"] for r in log] == [1, 2]
     assert all(r["train/trained"] and np.isfinite(r["train/score_loss"]) for r in log)
     assert all(r["train/score_loss"] > 0 for r in log)
+
+    # Exported to play with the tiebreak: the card says so and the model's agent searches so.
+    model = tmp_path / "dots.azjax"
+    args = [str(tmp_path), "--out", str(model), "--score-tiebreak", "0.2"]
+    assert export_main(args) == 0
+    config, _, card = export.load_model(model)
+    assert config.search.score_tiebreak == 0.2 and card["search"]["score_tiebreak"] == 0.2
+    assert export_main(["--card-only", str(model), "--score-tiebreak", "0.1"]) == 2
+    assert export_main([*args[:3], "--score-tiebreak", "1.5"]) == 2
 
 
 def test_score_head_output_and_refusals():
