@@ -114,7 +114,7 @@ def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, caps
     listing = tmp_path / "zoo.json"
     assert evaluate.main(["--zoo", "--json", str(listing)]) == 0
     out = capsys.readouterr().out
-    assert f"zoo:tictactoe vs random {match['match']['score']:.0%} of 4" in out
+    assert f"tictactoe  -     2          vs random {match['match']['score']:.1%} of 4\n" in out
     assert "c4         connect4" in out
     cards = json.loads(listing.read_text())["zoo"]
     assert [c["name"] for c in cards] == ["c4", "tictactoe"]
