@@ -64,7 +64,7 @@ class OptimConfig:
     weight_decay: float = 0.0  # decoupled weight decay (adamw only)
     l2: float = 1e-4  # L2 penalty on weights in the loss
     value_weight: float = 1.0  # weight of the value MSE against the policy cross-entropy
-    # Weight of the auxiliary score MSE (the final score margin / num_actions, mover's view;
+    # Weight of the auxiliary score MSE (final score margin / the game's score_scale, mover's view;
     # 0: off). Needs a game with a score, network.score_head and a value target that waits
     # for the game's end (selfplay.value_target z or mix).
     score_weight: float = 0.0

@@ -392,7 +392,10 @@ def headline(card: Mapping[str, Any]) -> str:
     default = {f"zoo:{name}": "", f"policy-zoo:{name}": "policy "}
     shown = {k: f for k, f in figures.items() if f.get("agent") in default} or figures
     parts = []
-    for key, f in sorted(shown.items(), key=lambda item: item[1].get("agent", "").startswith("p")):
+    raw_policy_last = sorted(
+        shown.items(), key=lambda kv: kv[1].get("agent") == f"policy-zoo:{name}"
+    )
+    for key, f in raw_policy_last:
         who = default.get(f.get("agent"), f"{f.get('agent')} ")
         if "score" in f:
             opponent = key.split(" vs ", 1)[-1].split(",", 1)[0]

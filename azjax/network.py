@@ -35,7 +35,7 @@ global pooling, which lets a block see beyond its 3x3 receptive field at once: w
 to win a race, how much material each side has).
 
 With `score_head`, a second output of the value head predicts the game's final score margin
-(scaled by the number of actions; see `azjax.selfplay`), an auxiliary target that tells a close
+(divided by the game's `score_scale`; see `azjax.selfplay`), an auxiliary target that tells a close
 win from a crushing one. It shares the value head's features (so the margin shapes them) and
 is linear, not tanh: its targets are mostly well inside [-1, 1], where a tanh would only slow
 learning, and a few (Chain Reaction's mid-chain endings) may fall outside it. It is returned
