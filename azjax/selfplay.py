@@ -14,7 +14,10 @@ would run both searches for every game.) A step's games are at unrelated move nu
 first few resets, so the shared flag correlates little within a game.
 
 Moves are sampled (see `run_search`'s `sample`) for the first `temperature_moves` moves of
-each game and played greedily afterwards.
+each game and played greedily afterwards. With `opening_moves` N > 0, each game opens with a
+uniformly drawn number k in 0..N of uniformly random legal plies (fewer where one would end the
+game), played without search and not recorded: self-play then also learns from positions its
+own play would not reach, and its move numbers count those plies.
 
 Each game is searched as its own batch of one, vmapped over slots, with its own keys: a game's
 moves depend only on its keys, so a slot plays the same game whatever the batch size.
@@ -46,6 +49,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax import targets
+from azjax.agents import random_legal_action
 from azjax.search import (
     Evaluator,
     SearchConfig,
@@ -72,6 +76,7 @@ class SelfPlayConfig:
     temperature_moves: int = 8  # sample moves for the first N moves of a game, then argmax
     value_target: str = "z"  # "z" | "q" | "mix"
     value_mix: float = 0.5  # weight of q in "mix"
+    opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
 
     def __post_init__(self) -> None:
         checks = {
@@ -80,6 +85,7 @@ class SelfPlayConfig:
             "full_search_prob": (0.0 < self.full_search_prob <= 1.0, "in (0, 1]"),
             "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
             "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
+            "opening_moves": (self.opening_moves >= 0, ">= 0"),
         }
         check_fields("selfplay", self, checks)
         targets.check_value_target(self.value_target, self.value_mix)
@@ -107,6 +113,27 @@ def _moves_played(move_number: Array, terminated: Array) -> Array:
         return jnp.where(ended, 0, count), count
 
     return jax.lax.scan(step, move_number, terminated)[1]
+
+
+def new_game(game: Game, key: Array, opening_moves: int) -> tuple[State, Array]:
+    """A new game after k ~ U{0..opening_moves} uniformly random legal plies: (state, plies).
+
+    A ply that would end the game is not played, so the state is live and `plies` (int32
+    scalar) can be below k. Unbatched; with `opening_moves == 0`, `(game.init(key), 0)`.
+    """
+    if opening_moves == 0:
+        return game.init(key), jnp.int32(0)
+    init_key, count_key, move_key = jax.random.split(key, 3)
+    count = jax.random.randint(count_key, (), 0, opening_moves + 1)
+
+    def ply(i, carry):
+        state, plies = carry
+        action = random_legal_action(jax.random.fold_in(move_key, i), state.legal_action_mask)
+        nxt = game.step(state, action)
+        take = (i < count) & (plies == i) & ~nxt.terminated
+        return tree_where(take, nxt, state), plies + take
+
+    return jax.lax.fori_loop(0, opening_moves, ply, (game.init(init_key), jnp.int32(0)))
 
 
 def make_rollout(
@@ -170,8 +197,9 @@ def make_rollout(
             valid=jnp.bool_(True),
             state=state if as_states else None,
         )
-        nxt = tree_where(ended, game.init(reset_key), nxt)
-        return nxt, jnp.where(ended, 0, move_number + 1), record
+        fresh, plies = new_game(game, reset_key, cfg.opening_moves)
+        nxt = tree_where(ended, fresh, nxt)
+        return nxt, jnp.where(ended, plies, move_number + 1), record
 
     play_all = jax.vmap(play, in_axes=(None, 0, 0, None, 0))
 
@@ -210,7 +238,9 @@ def make_selfplay(
     groups = math.gcd(batch, jax.device_count()) if groups is None else groups
 
     def init_fn(key: Array) -> Carry:
-        games = jax.vmap(game.init)(jax.random.split(key, batch))
+        games, plies = jax.vmap(lambda k: new_game(game, k, cfg.opening_moves))(
+            jax.random.split(key, batch)
+        )
         example = jax.tree.map(lambda x: x[0], games) if as_states else None
         shape = None if as_states else game.observation_shape
         pending = targets.empty_trajectory(
@@ -218,7 +248,7 @@ def make_selfplay(
         )
         return Carry(
             states=games,
-            move_number=jnp.zeros(batch, jnp.int32),
+            move_number=plies,
             pending=_swap(pending),
         )
 

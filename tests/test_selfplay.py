@@ -10,7 +10,7 @@ import pytest
 import games
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.search import SearchConfig, network_evaluator
-from azjax.selfplay import SelfPlayConfig, make_rollout, make_selfplay
+from azjax.selfplay import SelfPlayConfig, make_rollout, make_selfplay, new_game
 
 GAMES = [
     ("tictactoe", {}, "gumbel"),
@@ -177,6 +177,37 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob):
     assert finished > 0 and emitted > chunks * 30 // 2
 
 
+def test_games_open_with_random_plies_that_are_not_recorded():
+    """With `opening_moves` N, every game (the first ones and each auto-reset one) starts after
+    0..N random plies, each count seen, none of them recorded: a new game's first recorded
+    position already holds its opening's marks, and the move number counts them."""
+    game = games.make("tictactoe")
+    evaluate = integer_evaluator(game)
+    search = SearchConfig(num_simulations=4, max_num_considered_actions=4)
+    cfg = SelfPlayConfig(batch_size=16, chunk_moves=12, fast_simulations=2, opening_moves=3)
+    init_fn, _ = make_selfplay(game, evaluate, search, cfg)
+    carry = init_fn(jax.random.key(0))
+    rollout = jax.jit(make_rollout(game, evaluate, search, cfg))
+    full, keys = rollout_inputs(cfg.chunk_moves, cfg.batch_size, seed=4)
+    states, moves, traj = rollout(None, carry.states, carry.move_number, full, keys)
+
+    def marks(observation):  # tic-tac-toe's planes: the mover's marks and the opponent's
+        return np.asarray(observation).sum(axis=(-3, -2, -1)).round().astype(int)
+
+    first = marks(traj.observation[0])
+    np.testing.assert_array_equal(first, np.asarray(carry.move_number))
+    np.testing.assert_array_equal(marks(jax.vmap(game.observe)(states)), np.asarray(moves))
+    ended = np.asarray(traj.terminated[:-1])
+    openings = marks(traj.observation[1:])[ended]  # the first position of each reset game
+    assert len(openings) >= 16
+    counts = np.concatenate([first, openings])
+    assert counts.min() >= 0 and counts.max() <= 3
+    assert set(counts) == {0, 1, 2, 3}
+    # A live game comes out even where a random ply would have ended it.
+    state, plies = jax.vmap(lambda k: new_game(game, k, 9))(jax.random.split(jax.random.key(1), 64))
+    assert not np.asarray(state.terminated).any() and int(plies.max()) >= 5
+
+
 def test_config_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="full_search_prob"):
         SelfPlayConfig(full_search_prob=0.0)
@@ -184,3 +215,5 @@ def test_config_errors_name_the_bad_value():
         SelfPlayConfig(value_target="zz")
     with pytest.raises(ValueError, match="chunk_moves"):
         SelfPlayConfig(chunk_moves=0)
+    with pytest.raises(ValueError, match="opening_moves"):
+        SelfPlayConfig(opening_moves=-1)
