@@ -23,13 +23,14 @@ Each game is searched as its own batch of one, vmapped over slots, with its own 
 moves depend only on its keys, so a slot plays the same game whatever the batch size.
 
 Games with a final score (`game.has_score`) record it at the move that ends a game, from the
-mover's view and divided by `game.num_actions` (so it is O(1): at most one disc, box or orb per
-action), for the auxiliary score target; other games record 0. With `search.score_utility`,
-the reward recorded for a game-ending move is the search's utility (`azjax.search.utility`),
-so the value target z is the return the search maximises; each move's discount is the
-search's too (`search.discount` γ times +-1), so z is the discounted return. With `as_states`,
-each position travels as its game State instead of its observation (the replay buffer stores
-whichever is smaller, and reanalyse needs the State), so the pending buffer shrinks too.
+mover's view and divided by `game.score_scale` (by default the number of actions, so it is O(1):
+at most one disc, box or orb per action), for the auxiliary score target; other games record 0.
+With `search.score_utility`, the reward recorded for a game-ending move is the search's utility
+(`azjax.search.utility`), so the value target z is the return the search maximises; each move's
+discount is the search's too (`search.discount` γ times +-1), so z is the discounted return.
+With `as_states`, each position travels as its game State instead of its observation (the replay
+buffer stores whichever is smaller, and reanalyse needs the State), so the pending buffer
+shrinks too.
 
 Value targets come from `azjax.targets.resolve`: positions whose game has not ended stay in a
 pending buffer in the carry (max_game_length entries per slot) and are emitted once known;
