@@ -7,6 +7,10 @@ move in every game where it is to move (alternating between A and B, or the othe
 nobody waits for it), so each agent is evaluated only on positions where it moves, and a player
 who moves twice in a row (Dots and Boxes) simply waits one iteration for its next turn.
 
+Two deterministic agents replay the same game from the same opening, and a game with few short
+openings (Othello: 12 of two plies) repeats them in a long match; each game's moves are hashed,
+and the interval counts each distinct game once (`MatchResult.distinct`).
+
 The loop is compiled once per (game, A's move function, B's move function, games per batch,
 opening moves); network parameters are traced, so every checkpoint of a run shares it.
 """
@@ -43,6 +47,7 @@ class MatchResult:
     second: tuple[int, int, int]
     name_a: str = "a"
     name_b: str = "b"
+    distinct: int | None = None  # games with distinct moves (and colours); None: not known
 
     @property
     def games(self) -> int:
@@ -57,16 +62,18 @@ class MatchResult:
     def ci95(self) -> float:
         """Half-width of the 95% normal-approximation interval of `score`.
 
-        Uses the sample variance of the per-game scores (1, 1/2, 0); with fewer than two games
-        the interval is the whole range.
+        Uses the sample variance of the per-game scores (1, 1/2, 0) over `distinct` games when
+        games repeat (a replayed game is no new evidence); with fewer than two games the
+        interval is the whole range.
         """
         n = self.games
-        if n < 2:
+        samples = n if self.distinct is None else min(self.distinct, n)
+        if samples < 2:
             return 1.0
         mean = self.score
         second_moment = (self.wins + 0.25 * self.draws) / n
         variance = max(second_moment - mean**2, 0.0) * n / (n - 1)
-        return 1.96 * math.sqrt(variance / n)
+        return 1.96 * math.sqrt(variance / samples)
 
     @property
     def elo_difference(self) -> float:
@@ -78,6 +85,7 @@ class MatchResult:
             "a": self.name_a,
             "b": self.name_b,
             "games": self.games,
+            "distinct_games": self.distinct,
             "wins": self.wins,
             "draws": self.draws,
             "losses": self.losses,
@@ -127,7 +135,8 @@ def tally(returns_a: np.ndarray, colour_a: np.ndarray) -> tuple[tuple[int, ...],
 
 @functools.cache
 def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_moves: int):
-    """A jitted `play(params_a, params_b, key) -> (A's returns [N], A's colour [N], done [N])`."""
+    """A jitted `play(params_a, params_b, key) -> (A's returns [N], A's colour [N], done [N],
+    moves hash [N] uint32)`."""
     colour_a = jnp.arange(num_games, dtype=jnp.int32) % 2
     pair = jnp.arange(num_games) // 2
     batch_step = jax.vmap(game.step)
@@ -137,23 +146,28 @@ def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_mov
             lambda n, o: jnp.where(mask.reshape(mask.shape + (1,) * (n.ndim - 1)), n, o), new, old
         )
 
+    def hashed(moves: Array, actions: Array) -> Array:  # FNV-1a step per move
+        return (moves ^ (actions.astype(jnp.uint32) + 1)) * jnp.uint32(16777619)
+
     def play(params_a: Any, params_b: Any, key: Array):
         init_key, open_key, play_key = jax.random.split(key, 3)
         pair_keys = jax.random.split(init_key, (num_games + 1) // 2)[pair]
         states = jax.vmap(game.init)(pair_keys)
         returns = jnp.zeros((num_games, 2), jnp.float32)
+        moves = jnp.full(num_games, 2166136261, jnp.uint32)
 
         def opening(carry, t):
-            states, returns = carry
+            states, returns, moves = carry
             keys = jax.random.split(jax.random.fold_in(open_key, t), (num_games + 1) // 2)[pair]
             actions = jax.vmap(random_legal_action)(keys, states.legal_action_mask)
             states = batch_step(states, actions)
-            return (states, returns + states.rewards), None
+            return (states, returns + states.rewards, hashed(moves, actions)), None
 
-        (states, returns), _ = jax.lax.scan(opening, (states, returns), jnp.arange(opening_moves))
+        carry = (states, returns, moves)
+        (states, returns, moves), _ = jax.lax.scan(opening, carry, jnp.arange(opening_moves))
 
         def body(carry):
-            t, states, returns = carry
+            t, states, returns, moves = carry
             live = ~states.terminated
             a_to_move = states.current_player == colour_a
             wants_a, wants_b = live & a_to_move, live & ~a_to_move
@@ -168,17 +182,19 @@ def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_mov
             stepped = batch_step(states, actions)
             states = where(moving, stepped, states)
             returns = returns + jnp.where(moving[:, None], stepped.rewards, 0.0)
-            return t + 1, states, returns
+            moves = jnp.where(moving, hashed(moves, actions), moves)
+            return t + 1, states, returns, moves
 
         limit = 2 * game.max_game_length + 2
 
         def cond(carry):
-            t, states, _ = carry
+            t, states, _, _ = carry
             return (t < limit) & ~states.terminated.all()
 
-        _, states, returns = jax.lax.while_loop(cond, body, (jnp.int32(0), states, returns))
+        carry = (jnp.int32(0), states, returns, moves)
+        _, states, returns, moves = jax.lax.while_loop(cond, body, carry)
         returns_a = returns[jnp.arange(num_games), colour_a]
-        return returns_a, colour_a, states.terminated
+        return returns_a, colour_a, states.terminated, moves
 
     return jax.jit(play)
 
@@ -208,10 +224,10 @@ def match(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     batch += batch % 2  # whole pairs of games
     play = _play_fn(game, agent_a.fn, agent_b.fn, batch, opening_moves)
-    returns, colours = [], []
+    returns, colours, games = [], [], set()
     done = 0
     for index in range(math.ceil(num_games / batch)):
-        r, c, finished = jax.device_get(
+        r, c, finished, moves = jax.device_get(
             play(agent_a.params, agent_b.params, jax.random.fold_in(key, index))
         )
         if not finished.all():
@@ -222,11 +238,14 @@ def match(
         take = min(batch, num_games - done)
         returns.append(r[:take])
         colours.append(c[:take])
+        games.update(zip(c[:take].tolist(), moves[:take].tolist(), strict=True))
         done += take
         if progress is not None:
             progress(take)
     overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
-    return MatchResult(*overall, first, second, name_a=agent_a.name, name_b=agent_b.name)
+    return MatchResult(
+        *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(games)
+    )
 
 
 def record(result: MatchResult) -> elo.Record:

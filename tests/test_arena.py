@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -11,7 +12,7 @@ import pytest
 from flax import struct
 
 from azjax import arena
-from azjax.agents import Agent
+from azjax.agents import Agent, random_legal_action
 from games.core import Game
 
 
@@ -163,6 +164,22 @@ def test_random_openings_are_shared_by_each_pair_of_games():
     assert (r.wins, r.draws, r.losses) == (20, 0, 20)
     # Both outcomes occur, so the opening really is random.
     assert 0 < r.first[0] < 20
+    # Constant agents replay each of the 8 openings' games: at most 8 x 2 colours distinct.
+    assert 2 < r.distinct <= 16
+
+
+def test_repeated_games_are_counted_once_in_the_interval():
+    # Constant agents without openings play one game per colour, however many are asked for.
+    a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
+    r = arena.match(HIGHER, a, b, 40, jax.random.key(4), batch_size=8)
+    assert r.distinct == 2 and r.to_dict()["distinct_games"] == 2
+    assert r.ci95 == pytest.approx(1.96 * np.sqrt(0.25 * 40 / 39 / 2))
+    # Random agents rarely repeat a game of 4 moves among 8 actions.
+    game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
+    a = Agent(lambda params, state, key: random_legal_action(key, state.legal_action_mask))
+    r = arena.match(game, a, a, 40, jax.random.key(5))
+    assert r.distinct >= 36
+    assert r.ci95 == pytest.approx(dataclasses.replace(r, distinct=None).ci95, rel=0.1)
 
 
 def test_confidence_interval():
@@ -253,3 +270,16 @@ def test_cli_writes_its_json_before_printing(tmp_path, monkeypatch):
     with pytest.raises(BrokenPipeError):
         main([*argv, "--json", str(out)])
     assert json.loads(out.read_text())["match"]["games"] == 4
+
+
+def test_cli_notes_repeated_games(capsys, tmp_path):
+    import json
+
+    from azjax.cli.evaluate import main
+
+    # Deterministic agents without openings play one game per colour, however many are asked.
+    out = tmp_path / "m.json"
+    argv = ["--a", "policy-zoo:tictactoe", "--b", "zoo:tictactoe:2", "--games", "6", "--quiet"]
+    assert main(["--game", "tictactoe", *argv, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["match"]["distinct_games"] == 2
+    assert "2 distinct games of 6" in capsys.readouterr().out

@@ -144,6 +144,13 @@ def _print_results(results) -> None:
             f"{label:{width}}  {r.wins:5d} {r.draws:5d} {r.losses:5d}  "
             f"{r.score:.3f} ± {r.ci95:.3f}  {first:9s} {second}"
         )
+    for r in results:
+        if r.distinct is not None and r.distinct < r.games:
+            print(
+                f"note: {r.name_a} vs {r.name_b}: {r.distinct} distinct games of {r.games} "
+                "(the same opening and colours replay a game); the interval counts each once: "
+                "more --opening-moves give more distinct games"
+            )
 
 
 def _print_ratings(ratings) -> None:
