@@ -250,7 +250,9 @@ def match(
 
 def record(result: MatchResult) -> elo.Record:
     """A match result as an Elo record."""
-    return elo.Record(result.name_a, result.name_b, result.wins, result.draws, result.losses)
+    return elo.Record(
+        result.name_a, result.name_b, result.wins, result.draws, result.losses, result.distinct
+    )
 
 
 def round_robin(

@@ -3,7 +3,8 @@
 Player i beats player j with probability 1 / (1 + 10 ** ((R_j - R_i) / 400)); a draw counts
 as half a win and half a loss. The ratings maximising the likelihood of all results are found
 by Newton's method with the anchor player (by default "random") held at 0. Standard errors
-come from the inverse Fisher information with the anchor held fixed.
+come from the inverse Fisher information with the anchor held fixed, counting each distinct
+game once (`Record.distinct`: deterministic players replay games).
 
 A player who won (or lost) every game has an unbounded maximum-likelihood rating;
 `prior_draws` adds that many virtual drawn games to every pair that played, which keeps every
@@ -30,6 +31,7 @@ class Record:
     wins: int
     draws: int
     losses: int
+    distinct: int | None = None  # distinct games among them (repeats add no evidence)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,12 +50,14 @@ class Ratings:
 
 def _matrices(
     players: Sequence[str], records: Iterable[Record], prior_draws: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(score[i, j] = points i took from j, count[i, j] = games between i and j)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(score[i, j] = points i took from j, count[i, j] = games between i and j, evidence[i, j]
+    = distinct games between them)."""
     index = {name: i for i, name in enumerate(players)}
     n = len(players)
     score = np.zeros((n, n))
     count = np.zeros((n, n))
+    evidence = np.zeros((n, n))
     for g in records:
         for name in (g.a, g.b):
             if name not in index:
@@ -68,10 +72,14 @@ def _matrices(
         score[j, i] += g.losses + 0.5 * g.draws
         count[i, j] += total
         count[j, i] += total
+        distinct = total if g.distinct is None else min(g.distinct, total)
+        evidence[i, j] += distinct
+        evidence[j, i] += distinct
     played = count > 0
     score += 0.5 * prior_draws * played
     count += prior_draws * played
-    return score, count
+    evidence += prior_draws * played
+    return score, count, evidence
 
 
 def _reachable(edges: np.ndarray, start: int) -> set[int]:
@@ -129,7 +137,7 @@ def fit(
         raise ValueError(f"anchor {anchor!r} is not among the players {players}")
     if prior_draws < 0:
         raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
-    score, count = _matrices(players, records, prior_draws)
+    score, count, evidence = _matrices(players, records, prior_draws)
     a = players.index(anchor)
     _check_identifiable(players, score, count, a)
     keep = [i for i in range(len(players)) if i != a]
@@ -138,9 +146,9 @@ def fit(
         diff = strength[:, None] - strength[None, :]
         return float(-(score * np.logaddexp(0.0, -diff)).sum())
 
-    def information(strength: np.ndarray) -> np.ndarray:
+    def information(strength: np.ndarray, games: np.ndarray = count) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(strength[None, :] - strength[:, None]))
-        info = -count * p * (1 - p)
+        info = -games * p * (1 - p)
         np.fill_diagonal(info, 0.0)
         np.fill_diagonal(info, -info.sum(1))
         return info
@@ -163,7 +171,7 @@ def fit(
 
     var = np.zeros(len(players))
     if keep:
-        var[keep] = np.diag(np.linalg.inv(information(strength)[np.ix_(keep, keep)]))
+        var[keep] = np.diag(np.linalg.inv(information(strength, evidence)[np.ix_(keep, keep)]))
     ratings = {name: float(SCALE * strength[i]) for i, name in enumerate(players)}
     stderr = {name: float(SCALE * math.sqrt(max(var[i], 0.0))) for i, name in enumerate(players)}
     return Ratings(ratings, stderr, anchor)

@@ -62,6 +62,10 @@ def test_two_players_closed_form_and_stderr():
     assert fitted.ratings["x"] == pytest.approx(400 * math.log10(s / (1 - s)), abs=1e-6)
     assert fitted.ratings["x"] == pytest.approx(elo_from_score(s), abs=1e-6)
     assert fitted.stderr["x"] == pytest.approx(elo.SCALE / math.sqrt(n * s * (1 - s)), rel=1e-6)
+    # 25 distinct games among the 100 (the rest replayed): the same rating, twice the error.
+    repeated = elo.fit([elo.Record("x", "random", w, d, lost, distinct=25)])
+    assert repeated.ratings["x"] == pytest.approx(fitted.ratings["x"], abs=1e-6)
+    assert repeated.stderr["x"] == pytest.approx(2 * fitted.stderr["x"], rel=1e-6)
 
 
 def test_draws_only_means_equal_ratings_and_anchor_choice():
