@@ -224,7 +224,7 @@ def match(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     batch += batch % 2  # whole pairs of games
     play = _play_fn(game, agent_a.fn, agent_b.fn, batch, opening_moves)
-    returns, colours, games = [], [], set()
+    returns, colours, seen = [], [], set()
     done = 0
     for index in range(math.ceil(num_games / batch)):
         r, c, finished, moves = jax.device_get(
@@ -238,13 +238,13 @@ def match(
         take = min(batch, num_games - done)
         returns.append(r[:take])
         colours.append(c[:take])
-        games.update(zip(c[:take].tolist(), moves[:take].tolist(), strict=True))
+        seen.update(zip(c[:take].tolist(), moves[:take].tolist(), strict=True))
         done += take
         if progress is not None:
             progress(take)
     overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
     return MatchResult(
-        *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(games)
+        *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(seen)
     )
 
 
