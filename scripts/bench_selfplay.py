@@ -5,6 +5,11 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
 - self-play (`azjax.selfplay` chunks, auto-reset): simulations/s and positions/s;
 - the network alone for the same number of evaluations (root + one per simulation, batch B),
   and the ratio self-play time / network time (the search and game overhead);
+- self-play with a free evaluator (uniform priors, value 0: the search and the game alone);
+- with `--trace DIR`, one more chunk under `jax.profiler` (a Perfetto trace in DIR) and the
+  device time it spent per kind of kernel (convolutions and matmuls, gathers, scatters, ...),
+  the device's busy time (under the profiler, whose own cost stretches the wall time) and
+  the kernels launched per batched evaluation step (the root or one simulation);
 - network evaluations/s in self-play, the network's FLOPs per evaluation (XLA's cost analysis)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
   device's dense peak where `benchlib.PEAK_TFLOPS` knows the device;
@@ -24,6 +29,10 @@ Prints a table and writes JSON (`--out`).
 from __future__ import annotations
 
 import argparse
+import collections
+import gzip
+import json
+import pathlib
 import time
 
 import jax
@@ -73,6 +82,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="wall time, or this process's CPU time (steadier on a shared CPU machine)",
     )
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
+    p.add_argument("--trace", help="profile one more chunk per point; the trace goes here")
     p.add_argument("--out", default="bench_results/selfplay.json", help="JSON output path")
     return p.parse_args(argv)
 
@@ -104,10 +114,89 @@ def network_only(net, params, obs: jax.Array, calls: int):
 
 
 def network_flops(net, params, obs: jax.Array) -> float:
-    """FLOPs of one network evaluation: XLA's cost analysis of a batch, over the batch."""
-    cost = jax.jit(net.apply).lower(params, obs).compile().cost_analysis()
+    """FLOPs of one network evaluation: the cost analysis of a batch's lowered program (before
+    the backend's compiler, whose library calls, e.g. cuDNN's convolutions, it cannot count),
+    over the batch."""
+    cost = jax.jit(net.apply).lower(params, obs).cost_analysis()
     cost = cost[0] if isinstance(cost, list | tuple) else cost
     return float(cost.get("flops", 0.0)) / obs.shape[0]
+
+
+def free_evaluator(game):
+    """An evaluator that costs nothing: uniform priors and value 0 (the search and game alone)."""
+
+    def evaluate(params, states, key):
+        del params, key
+        batch = states.current_player.shape[0]
+        return jnp.zeros((batch, game.num_actions), jnp.float32), jnp.zeros(batch, jnp.float32)
+
+    return evaluate
+
+
+# Kernel kinds by name (XLA's fusion names and the GPU libraries' kernel names), first match wins.
+KERNEL_KINDS = (
+    ("conv/matmul", ("conv", "gemm", "xmma", "cutlass", "cudnn", "dot", "matmul", "wgmma")),
+    ("scatter", ("scatter", "dynamic_update_slice", "dynamic-update-slice")),
+    ("gather", ("gather", "dynamic_slice", "dynamic-slice")),
+    ("reduce", ("reduce", "argmax", "argmin")),
+    ("sort", ("sort", "topk", "top_k")),
+    ("copy", ("copy", "memcpy", "memset", "transpose")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    lower = name.lower()
+    for kind, words in KERNEL_KINDS:
+        if any(w in lower for w in words):
+            return kind
+    return "other fusion"
+
+
+def trace_summary(folder: str, wall_s: float, steps: float) -> dict:
+    """Device time per kernel kind in the newest Perfetto trace under `folder`, of a chunk that
+    took `wall_s` under the profiler and made `steps` batched evaluations (root and leaves)."""
+    traces = pathlib.Path(folder).rglob("perfetto_trace.json.gz")
+    path = max(traces, key=lambda p: p.stat().st_mtime)
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {
+        e["pid"]: e.get("args", {}).get("name", "")
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    device = {pid for pid, name in names.items() if "/device:" in name}
+    if not device:  # a CPU run: XLA's ops run on host threads
+        device = set(names)
+    # A GPU's plane has one line per stream (the kernels) beside summary lines (modules, ops).
+    streams = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and e.get("pid") in device
+        and "stream" in e.get("args", {}).get("name", "").lower()
+    }
+    kinds: collections.Counter = collections.Counter()
+    kernels: collections.Counter = collections.Counter()
+    count = 0
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") not in device:
+            continue
+        if not streams or (e["pid"], e.get("tid")) in streams:
+            kinds[kernel_kind(e["name"])] += e.get("dur", 0.0) / 1e6
+            kernels[e["name"]] += e.get("dur", 0.0) / 1e6
+            count += 1
+    busy = sum(kinds.values())
+    return {
+        "trace": str(path),
+        "wall_s": wall_s,
+        "device_busy_s": busy,
+        "device_busy_fraction": busy / wall_s,
+        "kernels": count,
+        "kernels_per_evaluation_step": count / steps,
+        "seconds_by_kind": dict(kinds.most_common()),
+        "top_kernels_s": dict(kernels.most_common(25)),
+    }
 
 
 def plain_loop(game, evaluate, params, search: SearchConfig, batch: int):
@@ -164,8 +253,8 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         full_search_prob=args.full_prob,
         fast_simulations=min(args.fast_sims, sims),
     )
-    states = stores_states(game)  # what the trainer stores, as it decides
-    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg, states)
+    as_states = stores_states(game)  # what the trainer stores, as it decides
+    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg, as_states)
     chunk = jax.jit(chunk_fn, donate_argnums=1)
     carry = init_fn(jax.random.key(0))
     start = clock()
@@ -198,6 +287,17 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
     net_seconds = network_only(net, params, obs, evals)
     flops = network_flops(net, params, obs)
     evaluations = positions * (sims_per_move + 1)  # the root and one leaf per simulation
+
+    # The search and the game alone: the same chunks with a free evaluator.
+    _, free_chunk_fn = make_selfplay(game, free_evaluator(game), search, cfg, as_states)
+    free_chunk = jax.jit(free_chunk_fn, donate_argnums=1)
+    free_carry = init_fn(jax.random.key(0))
+    free_carry = jax.block_until_ready(free_chunk(params, free_carry, jax.random.key(1)))[0]
+    start = clock()
+    for i in range(args.chunks):
+        free_carry = free_chunk(params, free_carry, jax.random.key(i + 2))[0]
+    jax.block_until_ready(free_carry)
+    search_only = clock() - start
     tflops = evaluations / seconds * flops / 1e12
     net_tflops = evals * batch / net_seconds * flops / 1e12
     peak = peak_tflops(args.dtype)
@@ -219,6 +319,7 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "positions_per_s": positions / seconds,
         "network_only_s": net_seconds,
         "ratio": seconds / net_seconds,
+        "search_only_s": search_only,
         "evaluations_per_s": evaluations / seconds,
         "network_flops_per_evaluation": flops,
         "achieved_tflops": tflops,
@@ -228,13 +329,23 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
         "network_only_fraction_of_peak": None if peak is None else net_tflops / peak,
         "target_fraction": emitted / searched,
         "clock": args.clock,
-        "stored": "state" if states else "observation",
-        "bytes_per_game_in_flight": carry_bytes(game, evaluate, search, cfg, states) / batch,
+        "stored": "state" if as_states else "observation",
+        "bytes_per_game_in_flight": carry_bytes(game, evaluate, search, cfg, as_states) / batch,
         "bytes_per_game_in_flight_observations": carry_bytes(game, evaluate, search, cfg, False)
         / batch,
-        "bytes_per_buffer_position": position_bytes(game, states),
+        "bytes_per_buffer_position": position_bytes(game, as_states),
         "bytes_per_buffer_position_observations": position_bytes(game, False),
     }
+    if args.trace:
+        start = clock()
+        try:
+            with jax.profiler.trace(args.trace, create_perfetto_trace=True):
+                carry = jax.block_until_ready(chunk(params, carry, jax.random.key(99))[0])
+            traced = clock() - start
+            evaluation_steps = args.chunk_moves * (sims_per_move + 1)  # batched, in one chunk
+            row["profile"] = trace_summary(args.trace, traced, evaluation_steps)
+        except (RuntimeError, OSError, ValueError) as error:  # the figures above still count
+            row["profile"] = {"error": repr(error)}
     if not args.no_plain:
         plain_s, played, steps = plain_loop(game, evaluate, params, search, batch)
         row.update(

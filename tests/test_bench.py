@@ -41,12 +41,23 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
     out = tmp_path / "selfplay.json"
     args = ["--games", "tictactoe", "--nets", "0x4", "--batches", "4", "--sims", "2"]
     args += ["--algorithms", "gumbel", "--chunk-moves", "9", "--chunks", "1"]
+    args += ["--trace", str(tmp_path / "trace")]
     result = bench("selfplay", *args, "--warmup", "0", "--out", str(out))
     assert result.returncode == 0, result.stderr
     rows = json.loads(out.read_text())["results"]
     assert [r["algorithm"] for r in rows] == ["gumbel"]
     for row in rows:
         assert row["positions_per_s"] > 0 and row["network_only_s"] > 0
+        assert row["search_only_s"] > 0  # the same chunk with a free evaluator
+        # The profiled chunk: its trace, and its time split by kind of kernel.
+        profile = row["profile"]
+        assert "error" not in profile and (tmp_path / "trace").is_dir()
+        assert profile["kernels"] > 0 and profile["device_busy_s"] > 0
+        assert sum(profile["seconds_by_kind"].values()) == pytest.approx(profile["device_busy_s"])
+        kinds = {"conv/matmul", "scatter", "gather", "reduce", "sort", "copy", "other fusion"}
+        assert set(profile["seconds_by_kind"]) <= kinds
+        steps = 9 * (2 + 1)  # a chunk: 9 moves, each the root and 2 simulations
+        assert profile["kernels_per_evaluation_step"] == pytest.approx(profile["kernels"] / steps)
         assert row["simulations_per_s"] == 2 * row["positions_per_s"]  # no PCR: 2 sims a move
         assert row["evaluations_per_s"] == pytest.approx(3 * row["positions_per_s"])  # + root
         # A 0x4 net (a stem convolution and the heads) costs a few thousand FLOPs.
