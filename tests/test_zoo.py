@@ -74,6 +74,20 @@ def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch):
     assert all(zoo.path(name).is_file() for name in zoo.names())
 
 
+def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
+    """Each shipped model is at most 4 MB and the zoo at most 16 MB (the package stays small);
+    each card names a game azjax plays and carries measured strength."""
+    monkeypatch.delenv(zoo.ENV)
+    files = sorted(pathlib.Path(zoo.__file__).parent.glob("*.azjax"))
+    assert len(files) >= 6
+    assert all(f.stat().st_size <= 4 * 2**20 for f in files), [f.name for f in files]
+    assert sum(f.stat().st_size for f in files) <= 16 * 2**20
+    for name in zoo.names():
+        card = zoo.card(name)
+        assert games.make(card["game"]["name"], **card["game"]["kwargs"]) is not None
+        assert card["strength"], f"{name}: no strength figures in its card"
+
+
 def test_zoo_specs_parse_make_and_refuse():
     assert agents.parse_spec("zoo:tictactoe") == agents.Spec("zoo", model="tictactoe")
     assert agents.parse_spec("zoo:c4:50") == agents.Spec("zoo", number=50, model="c4")
