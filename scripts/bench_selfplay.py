@@ -10,7 +10,7 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   device time it spent per kind of kernel (convolutions and matmuls, gathers, scatters, ...),
   the device's busy time (under the profiler, whose own cost stretches the wall time) and
   the kernels launched per batched evaluation step (the root or one simulation);
-- network evaluations/s in self-play, the network's FLOPs per evaluation (XLA's cost analysis)
+- network evaluations/s in self-play, the network's FLOPs per evaluation (the cost analysis)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
   device's dense peak where `benchlib.PEAK_TFLOPS` knows the device;
 - the fraction of searched positions that became training targets (value known, emitted);
@@ -180,9 +180,8 @@ def trace_summary(folder: str, wall_s: float, steps: float) -> dict:
     kernels: collections.Counter = collections.Counter()
     count = 0
     for e in events:
-        if e.get("ph") != "X" or e.get("pid") not in device:
-            continue
-        if not streams or (e["pid"], e.get("tid")) in streams:
+        line = (e.get("pid"), e.get("tid"))
+        if e.get("ph") == "X" and line[0] in device and (not streams or line in streams):
             kinds[kernel_kind(e["name"])] += e.get("dur", 0.0) / 1e6
             kernels[e["name"]] += e.get("dur", 0.0) / 1e6
             count += 1
