@@ -253,6 +253,8 @@ def test_eval_checks_output_paths_before_playing(option, tmp_path, capsys):
     (tmp_path / "file.txt").write_text("not a folder")
     bad = str(tmp_path / "file.txt" / "out")
     argv = ["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "2", "--quiet"]
+    if option == "--png":  # a ladder's plot; the run is never opened
+        argv = ["--ladder", str(tmp_path / "run"), "--games", "2", "--quiet"]
     assert evaluate.main([*argv, option, bad]) == 2
     out, err = capsys.readouterr()
     assert err.startswith(f"azjax-eval: {option} {bad}") and "\n" not in err.strip(), err
@@ -313,3 +315,20 @@ def test_the_size_reaches_the_game(tmp_path, monkeypatch, capsys):
     argv = ["--a", "random", "--b", "random", "--size", "rows=3"]
     assert evaluate.main(argv) == 2
     assert capsys.readouterr().err.strip() == "azjax-eval: --size needs --game (the game it sizes)"
+
+
+def test_eval_refuses_options_its_mode_would_ignore(capsys):
+    """An option read by one mode only (--png, --steps, ... of --ladder) is refused elsewhere."""
+    ttt = ["--game", "tictactoe", "--games", "2"]
+    for argv, message in [
+        (["--a", "random", "--b", "random", "--png", "elo.png"], "--png applies to --ladder only"),
+        (["--round-robin", "random,greedy", "--b", "random"], "--b applies to --a only"),
+        (["--a", "random", "--b", "greedy", "--kind", "policy"], "--kind applies to --ladder only"),
+        (["--solver", "random", "--steps", "1"], "--steps applies to --ladder only"),
+        (
+            ["--round-robin", "random,greedy", "--positions", "p.json"],
+            "--positions applies to --solver only",
+        ),
+    ]:
+        assert evaluate.main([*argv, *ttt]) == 2
+        assert capsys.readouterr().err.strip() == f"azjax-eval: {message}"

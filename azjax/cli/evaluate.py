@@ -67,14 +67,11 @@ def _parser() -> argparse.ArgumentParser:
         "--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)"
     )
     parser.add_argument(
-        "--baselines",
-        default=DEFAULT_BASELINES,
-        help=f"--ladder: baseline specs (default {DEFAULT_BASELINES})",
+        "--baselines", help=f"--ladder: baseline specs (default {DEFAULT_BASELINES})"
     )
     parser.add_argument(
         "--kind",
         choices=("search", "policy"),
-        default="search",
         help="--ladder: checkpoints play with search (default) or the policy alone",
     )
     parser.add_argument(
@@ -86,6 +83,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=pathlib.Path, help="write the results as JSON here")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+# Options that only one mode reads: given with another, they would be silently ignored.
+MODE_OPTIONS = {
+    "b": "a",
+    "baselines": "ladder",
+    "kind": "ladder",
+    "steps": "ladder",
+    "png": "ladder",
+    "positions": "solver",
+}
+
+
+def _check_mode_options(args: argparse.Namespace) -> None:
+    for option, mode in MODE_OPTIONS.items():
+        if getattr(args, option) is not None and getattr(args, mode) is None:
+            raise UsageError(f"--{option} applies to --{mode} only")
 
 
 def _nonempty(text: str, option: str) -> str:
@@ -281,10 +295,10 @@ def _ladder(args: argparse.Namespace) -> Outcome:
             raise UsageError(f"--steps: no checkpoint at {missing} in {workdir}; it has {steps}")
         steps = chosen
     game = _game(args, [f"policy:{workdir}"])
-    listed = [s.strip() for s in args.baselines.split(",") if s.strip()]
+    listed = [s.strip() for s in (args.baselines or DEFAULT_BASELINES).split(",") if s.strip()]
     baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
     players = [_agent(s, game) for s in baselines]
-    nets = [_agent(f"{args.kind}:{workdir}@{step}", game) for step in steps]
+    nets = [_agent(f"{args.kind or 'search'}:{workdir}@{step}", game) for step in steps]
     players += nets
     nb = len(baselines)
     pairs = list(itertools.combinations(range(nb), 2))
@@ -369,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.size is not None and args.game is None:
             raise UsageError("--size needs --game (the game it sizes)")
+        _check_mode_options(args)
         for option, path in (("--json", args.json), ("--png", args.png)):
             if path is not None:  # before the games, so that their results are never lost
                 _check_output(path, option)
