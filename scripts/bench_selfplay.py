@@ -135,7 +135,7 @@ def free_evaluator(game):
 
 # Kernel kinds by name (XLA's fusion names and the GPU libraries' kernel names), first match wins.
 KERNEL_KINDS = (
-    ("conv/matmul", ("conv", "gemm", "xmma", "cutlass", "cudnn", "dot", "matmul", "wgmma")),
+    ("conv/matmul", ("convolution", "cudnn", "cutlass", "xmma", "gemm", "fprop", "dot", "matmul")),
     ("scatter", ("scatter", "dynamic_update_slice", "dynamic-update-slice")),
     ("gather", ("gather", "dynamic_slice", "dynamic-slice")),
     ("reduce", ("reduce", "argmax", "argmin")),

@@ -3,6 +3,7 @@ are measured by running them, never asserted here)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import subprocess
@@ -78,6 +79,16 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         assert row["bytes_per_game_in_flight"] > GAME.max_game_length * state
         saved = row["bytes_per_game_in_flight_observations"] - row["bytes_per_game_in_flight"]
         assert saved == GAME.max_game_length * (observation - state)
+
+
+def test_kernels_are_sorted_by_kind(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    kind = importlib.import_module("bench_selfplay").kernel_kind
+    assert kind("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc") == "conv/matmul"
+    assert kind("convolution.12") == kind("gemm_fusion_dot_48") == "conv/matmul"
+    assert kind("loop_convert_fusion_26") == "other fusion"  # a dtype conversion, no convolution
+    assert kind("input_reduce_fusion_20") == "reduce" and kind("input_scatter_fusion") == "scatter"
+    assert kind("loop_add_gather_fusion") == "gather" and kind("MemcpyD2D") == "copy"
 
 
 def test_bench_refuses_bad_arguments():
