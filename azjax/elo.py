@@ -146,7 +146,7 @@ def fit(
         diff = strength[:, None] - strength[None, :]
         return float(-(score * np.logaddexp(0.0, -diff)).sum())
 
-    def information(strength: np.ndarray, games: np.ndarray = count) -> np.ndarray:
+    def information(strength: np.ndarray, games: np.ndarray) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(strength[None, :] - strength[:, None]))
         info = -games * p * (1 - p)
         np.fill_diagonal(info, 0.0)
@@ -161,7 +161,8 @@ def fit(
         grad = (score - count * p).sum(1)
         step = np.zeros(len(players))
         if keep:
-            step[keep] = np.linalg.solve(information(strength)[np.ix_(keep, keep)], grad[keep])
+            hessian = information(strength, count)[np.ix_(keep, keep)]
+            step[keep] = np.linalg.solve(hessian, grad[keep])
         current, size = log_likelihood(strength), 1.0
         while log_likelihood(strength + size * step) < current - 1e-12 and size > 1e-8:
             size /= 2

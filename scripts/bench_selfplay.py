@@ -165,7 +165,7 @@ def trace_summary(folder: str, wall_s: float, steps: float) -> dict:
         if e.get("ph") == "M" and e.get("name") == "process_name"
     }
     device = {pid for pid, name in names.items() if "/device:" in name}
-    if not device:  # a CPU run: XLA's ops run on host threads
+    if not device:  # a CPU run: XLA's ops run on host threads, whose events nest: a rough split
         device = set(names)
     # A GPU's plane has one line per stream (the kernels) beside summary lines (modules, ops).
     streams = {
