@@ -8,11 +8,12 @@
     score:  (optional) the value head's dense(C) features -> dense(1)   -> unbounded
 
 Normalisation is LayerNorm over the channels of each board cell (`norm: layer`; `norm: rms`
-puts RMSNorm, which does not centre, in the stem and tower). Neither keeps batch statistics,
-so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
-evaluation: no train/eval switch, no mutable `batch_stats` collection to carry through the
-replay/train loop, and no dependence on the mix of positions in a batch (self-play batches
-hold openings and endgames side by side, which would skew BatchNorm's statistics).
+puts RMSNorm, which does not centre, in the stem and tower; `norm: none` drops it there, below).
+None keeps batch statistics, so `apply(params, obs)` is a pure function that behaves identically
+in self-play, training and evaluation: no train/eval switch, no mutable `batch_stats` collection
+to carry through the replay/train loop, and no dependence on the mix of positions in a batch
+(self-play batches hold openings and endgames side by side, which would skew BatchNorm's
+statistics).
 
 The heads open with `head_channels` (H, default 8) channels per cell, normalised before their
 ReLU. AlphaZero's heads have 1 or 2 channels and no normalisation; with those, a few large early
@@ -28,6 +29,13 @@ simulations) about ten times slower than outside one; the same 3x3 convolution w
 matrix product over the nine shifted copies of the board (im2col) runs equally fast in both.
 `_Conv3x3` therefore picks im2col on the CPU and the native convolution elsewhere
 (`lax.platform_dependent`), over the same kernel.
+
+With `norm: none` the stem's and tower's convolutions get biases instead of normalisations, and
+each block's residual branch a per-channel gain that starts at zero (SkipInit: every block starts
+as the identity, so the tower trains without normalisation). The gain is folded into the second
+convolution's kernel and bias, so a block is `relu(x + conv(relu(conv(x) + b1), g * w2) + g * b2)`:
+two convolutions with bias, ReLU and residual input, the form XLA on GPUs can run as fused
+cuDNN convolutions, with no pass over the activations for statistics or normalising.
 
 With `global_pool`, each block adds to every cell a per-channel bias computed from the whole
 board: the mean and the max of each channel over the cells, through a dense layer (KataGo's
@@ -59,7 +67,7 @@ from games.core import Game
 
 Array = jax.Array
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-_NORMS = {"layer": nn.LayerNorm, "rms": nn.RMSNorm}
+_NORMS = {"layer": nn.LayerNorm, "rms": nn.RMSNorm, "none": None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +78,7 @@ class NetworkConfig:
     channels: int = 32
     head_channels: int = 8  # per-cell channels opening the policy and value heads
     global_pool: bool = False  # a whole-board bias in each residual block (see the module doc)
-    norm: str = "layer"  # the stem's and tower's normalisation: "layer" or "rms" (heads: layer)
+    norm: str = "layer"  # the stem's and tower's normalisation: layer, rms or none (heads: layer)
     score_head: bool = False  # predict the final score margin too (games with `has_score`)
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
@@ -99,17 +107,31 @@ def _im2col_conv(x: Array, kernel: Array) -> Array:
 
 
 class _Conv3x3(nn.Module):
-    """A 3x3 'SAME' convolution without bias; im2col on the CPU (see the module docstring)."""
+    """A 3x3 'SAME' convolution, with a bias if `use_bias`; im2col on the CPU (see the module
+    docstring). `gain` float32[features], when given, scales the kernel's outputs and the bias."""
 
     features: int
     dtype: jnp.dtype
+    use_bias: bool = False
 
     @nn.compact
-    def __call__(self, x: Array) -> Array:
+    def __call__(self, x: Array, gain: Array | None = None) -> Array:
         shape = (3, 3, x.shape[-1], self.features)
         kernel = self.param("kernel", nn.initializers.lecun_normal(), shape, jnp.float32)
+        bias = None
+        if self.use_bias:
+            bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        if gain is not None:
+            kernel = kernel * gain
+            bias = None if bias is None else bias * gain
         x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
-        return jax.lax.platform_dependent(x, kernel, cpu=_im2col_conv, default=_native_conv)
+        y = jax.lax.platform_dependent(x, kernel, cpu=_im2col_conv, default=_native_conv)
+        return y if bias is None else y + bias.astype(self.dtype)
+
+
+def _normalised(norm: str, dtype: jnp.dtype, x: Array) -> Array:
+    """`x` through the tower's normalisation (none: unchanged)."""
+    return x if norm == "none" else _NORMS[norm](dtype=dtype)(x)
 
 
 class _ResidualBlock(nn.Module):
@@ -120,15 +142,15 @@ class _ResidualBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        norm = _NORMS[self.norm]
-        y = _Conv3x3(self.channels, self.dtype)(x)
-        y = nn.relu(norm(dtype=self.dtype)(y))
+        bare = self.norm == "none"  # biases and a zero-initialised gain instead (SkipInit)
+        y = _Conv3x3(self.channels, self.dtype, use_bias=bare)(x)
+        y = nn.relu(_normalised(self.norm, self.dtype, y))
         if self.global_pool:  # [B, 2C] whole-board summary -> a bias per channel
             pooled = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
             y = y + nn.Dense(self.channels, dtype=self.dtype)(pooled)[:, None, None, :]
-        y = _Conv3x3(self.channels, self.dtype)(y)
-        y = norm(dtype=self.dtype)(y)
-        return nn.relu(x + y)
+        gain = self.param("gain", nn.initializers.zeros, (self.channels,)) if bare else None
+        y = _Conv3x3(self.channels, self.dtype, use_bias=bare)(y, gain)
+        return nn.relu(x + _normalised(self.norm, self.dtype, y))
 
 
 class PolicyValueNet(nn.Module):
@@ -155,8 +177,8 @@ class PolicyValueNet(nn.Module):
                 f"{tuple(self.game.observation_shape)} (expected [batch, H, W, C])"
             )
         x = obs.astype(self.dtype)
-        x = _Conv3x3(self.channels, self.dtype)(x)
-        x = nn.relu(_NORMS[self.norm](dtype=self.dtype)(x))
+        x = _Conv3x3(self.channels, self.dtype, use_bias=self.norm == "none")(x)
+        x = nn.relu(_normalised(self.norm, self.dtype, x))
         for _ in range(self.blocks):
             x = _ResidualBlock(self.channels, self.dtype, self.global_pool, self.norm)(x)
         batch = x.shape[0]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gzip
+import itertools
 import json
 import pathlib
 import time
@@ -75,6 +76,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--fast-sims", type=int, default=8, help="PCR fast-search simulations")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument(
+        "--norms", default="layer", help="tower normalisations (network.norm), comma-separated"
+    )
     p.add_argument(
         "--clock",
         default="wall",
@@ -241,8 +245,9 @@ def position_bytes(game, as_states: bool) -> float:
     return tree_bytes(buffer.stored) / 1024
 
 
-def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
-    net = make_network(game, NetworkConfig(blocks=blocks, channels=channels, dtype=args.dtype))
+def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> dict:
+    config = NetworkConfig(blocks=blocks, channels=channels, norm=norm, dtype=args.dtype)
+    net = make_network(game, config)
     params = init_params(net, game, jax.random.key(0))
     evaluate = network_evaluator(net)
     search = SearchConfig(algorithm=algorithm, num_simulations=sims)
@@ -304,6 +309,7 @@ def bench_point(game, blocks, channels, batch, sims, algorithm, args) -> dict:
     row = {
         "game": game.name,
         "net": f"{blocks}x{channels}",
+        "norm": norm,
         "dtype": args.dtype,
         "batch": batch,
         "sims": sims,
@@ -362,30 +368,34 @@ def main(argv: list[str]) -> None:
     clock = CLOCK[args.clock]
     rows = []
     header = (
-        f"{'game':<15}{'net':>6}{'B':>6}{'sims':>6}{'alg':>8}{'sims/s':>11}{'pos/s':>9}"
+        f"{'game':<15}{'net':>6}{'norm':>6}{'B':>6}{'sims':>6}{'alg':>8}{'sims/s':>11}{'pos/s':>9}"
         f"{'net s':>8}{'ratio':>7}{'targets':>8}{'plain pos/s':>12}{'wasted':>7}{'gain':>6}"
     )
     print(header)
     for name in args.games:
         game = games.make(name, **GAME_KWARGS.get(name, {}))
-        for net in args.nets.split(","):
+        points = itertools.product(
+            args.nets.split(","),
+            args.norms.split(","),
+            args.batches,
+            args.sims,
+            args.algorithms.split(","),
+        )
+        for net, norm, batch, sims, algorithm in points:
             blocks, channels = (int(x) for x in net.split("x"))
-            for batch in args.batches:
-                for sims in args.sims:
-                    for algorithm in args.algorithms.split(","):
-                        r = bench_point(game, blocks, channels, batch, sims, algorithm, args)
-                        rows.append(r)
-                        plain = (
-                            f"{r['plain_useful_positions_per_s']:>12.1f}"
-                            f"{r['plain_wasted_fraction']:>7.2f}{r['autoreset_gain']:>6.2f}"
-                            if "plain_s" in r
-                            else ""
-                        )
-                        print(
-                            f"{name:<15}{net:>6}{batch:>6}{sims:>6}{algorithm:>8}"
-                            f"{r['simulations_per_s']:>11.0f}{r['positions_per_s']:>9.1f}"
-                            f"{r['network_only_s']:>8.2f}{r['ratio']:>7.2f}"
-                            f"{r['target_fraction']:>8.3f}{plain}",
-                            flush=True,
-                        )
+            r = bench_point(game, blocks, channels, norm, batch, sims, algorithm, args)
+            rows.append(r)
+            plain = (
+                f"{r['plain_useful_positions_per_s']:>12.1f}"
+                f"{r['plain_wasted_fraction']:>7.2f}{r['autoreset_gain']:>6.2f}"
+                if "plain_s" in r
+                else ""
+            )
+            print(
+                f"{name:<15}{net:>6}{norm:>6}{batch:>6}{sims:>6}{algorithm:>8}"
+                f"{r['simulations_per_s']:>11.0f}{r['positions_per_s']:>9.1f}"
+                f"{r['network_only_s']:>8.2f}{r['ratio']:>7.2f}"
+                f"{r['target_fraction']:>8.3f}{plain}",
+                flush=True,
+            )
     write_report(args.out, {**device_description(), "results": rows})

@@ -41,12 +41,12 @@ def test_games_bench_writes_a_row_per_game_size_and_batch(tmp_path):
 def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
     out = tmp_path / "selfplay.json"
     args = ["--games", "tictactoe", "--nets", "0x4", "--batches", "4", "--sims", "2"]
-    args += ["--algorithms", "gumbel", "--chunk-moves", "9", "--chunks", "1"]
+    args += ["--algorithms", "gumbel", "--chunk-moves", "9", "--chunks", "1", "--norms", "none"]
     args += ["--trace", str(tmp_path / "trace")]
     result = bench("selfplay", *args, "--warmup", "0", "--out", str(out))
     assert result.returncode == 0, result.stderr
     rows = json.loads(out.read_text())["results"]
-    assert [r["algorithm"] for r in rows] == ["gumbel"]
+    assert [(r["algorithm"], r["norm"]) for r in rows] == [("gumbel", "none")]
     for row in rows:
         assert row["positions_per_s"] > 0 and row["network_only_s"] > 0
         assert row["search_only_s"] > 0  # the same chunk with a free evaluator

@@ -127,5 +127,34 @@ def test_rms_norm_in_the_tower_keeps_layer_norm_in_the_heads():
     assert set(block["RMSNorm_0"]) == {"scale"}
     assert {"RMSNorm_0", "LayerNorm_0", "LayerNorm_1"} <= set(shapes["rms"])  # stem; two heads
     assert set(shapes["layer"]["_ResidualBlock_0"]["LayerNorm_0"]) == {"scale", "bias"}
-    with pytest.raises(ValueError, match=r"network.norm must be one of layer, rms, got 'batch'"):
+    refused = r"network.norm must be one of layer, rms, none, got 'batch'"
+    with pytest.raises(ValueError, match=refused):
         NetworkConfig(norm="batch")
+
+
+def test_norm_none_starts_every_block_as_the_identity_and_trains_its_gain():
+    """`norm: none`: biased convolutions, no normalisation in the stem and tower, and each
+    block's zero-initialised gain makes the fresh tower the identity, so a 2-block net gives
+    what the same stem and heads give without blocks; the gains still get gradients."""
+    game = games.make("connect4")
+    obs = jax.random.normal(jax.random.key(0), (3, *game.observation_shape))
+    deep = make_network(game, NetworkConfig(blocks=2, channels=8, norm="none"))
+    params = deep.init(jax.random.key(1), obs)
+    block = params["params"]["_ResidualBlock_1"]
+    assert set(block) == {"_Conv3x3_0", "_Conv3x3_1", "gain"}
+    assert set(block["_Conv3x3_1"]) == {"kernel", "bias"}
+    assert "LayerNorm_0" in params["params"] and "LayerNorm_2" not in params["params"]  # heads
+    bare = {k: v for k, v in params["params"].items() if not k.startswith("_ResidualBlock")}
+    shallow = make_network(game, NetworkConfig(blocks=0, channels=8, norm="none"))
+    for a, b in zip(deep.apply(params, obs), shallow.apply({"params": bare}, obs), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+    def loss(params):
+        logits, value = deep.apply(params, obs)
+        return jnp.sum(value) + jnp.sum(logits**2)
+
+    grads = jax.grad(loss)(params)["params"]
+    assert float(jnp.abs(grads["_ResidualBlock_0"]["gain"]).max()) > 0
+    params["params"]["_ResidualBlock_0"]["gain"] = jnp.ones(8)  # a trained gain: blocks count
+    moved = deep.apply(params, obs)[1] - shallow.apply({"params": bare}, obs)[1]
+    assert float(jnp.abs(moved).max()) > 1e-4
