@@ -12,6 +12,11 @@ JAX reads only the first), `TPU_WORKER_HOSTNAMES` naming several hosts (TPU slic
 `srun` with several SLURM tasks, or Open MPI with several ranks (for the last three JAX finds
 the rest itself). Set `AZJAX_DISTRIBUTED=1` to force it (a Cloud TPU VM pod slice: JAX finds
 its hosts in the VM metadata), `AZJAX_DISTRIBUTED=0` to skip it.
+
+One CPU, several cores: XLA runs one CPU device's small operations on one thread, so
+`use_cpu_cores` (called by `azjax-train` before JAX starts) makes one CPU device per core, and
+the same data-parallel program keeps every core busy (Connect4's CPU config: 1.9x the
+iterations per second of one core on two cores, where one device on both cores gives 1.15x).
 """
 
 from __future__ import annotations
@@ -48,10 +53,14 @@ def _in_cluster() -> bool:
     return _count("OMPI_COMM_WORLD_SIZE", 1) > 1
 
 
+def _joins_cluster() -> bool:
+    flag = os.environ.get("AZJAX_DISTRIBUTED", "")
+    return flag == "1" or (flag != "0" and _in_cluster())
+
+
 def initialize_distributed() -> bool:
     """Join a multi-process JAX cluster when the environment describes one; True if joined."""
-    flag = os.environ.get("AZJAX_DISTRIBUTED", "")
-    if flag == "0" or (flag != "1" and not _in_cluster()):
+    if not _joins_cluster():
         return False
     # JAX reads JAX_COORDINATOR_ADDRESS itself, but not the process count and id
     jax.distributed.initialize(
@@ -60,6 +69,35 @@ def initialize_distributed() -> bool:
         process_id=_count("JAX_PROCESS_ID"),
     )
     return True
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cpu_device_count(sizes: dict[str, int], cores: int) -> int:
+    """The most CPU devices, at most `cores`, that divide every one of `sizes`."""
+    if cores < 1:
+        raise ValueError(f"CPU devices must be >= 1, got {cores}")
+    return max(n for n in range(1, cores + 1) if all(v % n == 0 for v in sizes.values()))
+
+
+def use_cpu_cores(sizes: dict[str, int], cores: int | None = None) -> int | None:
+    """Ask JAX for one CPU device per core (`cores`, default all available), as many as divide
+    every one of `sizes` (the config's global batch sizes, by key), before JAX starts. It only
+    changes the CPU platform: on a machine with an accelerator, JAX still computes there.
+    Returns the count asked for, or None where JAX's own stays: a multi-process cluster,
+    `--xla_force_host_platform_device_count` in XLA_FLAGS, or JAX already started."""
+    count = cpu_device_count(sizes, cpu_cores() if cores is None else cores)
+    forced = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+    if forced or _joins_cluster():
+        return None
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:  # the backends already started (a caller used JAX before)
+        return None
+    return count
 
 
 def any_process(flag: bool) -> bool:

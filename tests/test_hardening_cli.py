@@ -63,6 +63,13 @@ def test_train_takes_overrides_on_both_sides_of_an_option(tmp_path, capsys):
     assert not (tmp_path / "checkpoints").exists()
 
 
+def test_train_refuses_no_cpu_devices(tmp_path, capsys):
+    argv = ["--config", str(TICTACTOE), "--workdir", str(tmp_path), "--cpu-devices", "0"]
+    assert train.main(argv) == 2
+    assert "--cpu-devices: CPU devices must be >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "checkpoints").exists()
+
+
 def test_replay_refuses_seeds_out_of_range(tmp_path):
     out = str(tmp_path / "x.gif")
     args = ["--game", "tictactoe", "--agents", "random", "random", "--out", out]

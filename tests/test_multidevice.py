@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 from test_train import ROOT, TICTACTOE, TINY
+
+from azjax import parallel
 
 # One interpreter with 4 devices: an iteration on the mesh, a train step equal on 1 and 4
 # devices, the sharded buffer, exact resume on 4, and resume on 2 and from 2.
@@ -147,4 +150,36 @@ def test_four_devices_train_like_one_and_resume_on_any_device_count(tmp_path):
     overrides += ["train.iterations=2", "optim.final_lr_fraction=1.0"]  # 1 + 1 == 2 iterations
     args = ["-c", FOUR_DEVICES, str(tmp_path), str(TICTACTOE), *overrides]
     result = run(args, devices=4)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+
+
+# azjax-train's default on the CPU: one device per core, as many as divide the batch sizes.
+CORES = r"""
+import jax
+from azjax import parallel
+
+assert parallel.use_cpu_cores({"selfplay.batch_size": 6, "train.batch_size": 4}, 3) == 2
+assert len(jax.devices("cpu")) == 2
+assert parallel.use_cpu_cores({"selfplay.batch_size": 6}, 3) is None  # JAX has started
+print("OK")
+"""
+
+
+def test_cpu_devices_one_per_core_as_many_as_divide_the_batches():
+    sizes = {"selfplay.batch_size": 128, "train.batch_size": 256, "replay.capacity": 100_000}
+    assert parallel.cpu_device_count(sizes, 2) == 2
+    assert parallel.cpu_device_count(sizes, 3) == 2  # 3 divides none of them
+    assert parallel.cpu_device_count(sizes, 16) == 16
+    assert parallel.cpu_device_count({**sizes, "replay.capacity": 100_001}, 16) == 1
+    with pytest.raises(ValueError, match="CPU devices must be >= 1, got 0"):
+        parallel.cpu_device_count(sizes, 0)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    result = subprocess.run(
+        [sys.executable, "-c", CORES],
+        env={**env, "JAX_PLATFORMS": "cpu"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr

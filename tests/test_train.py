@@ -137,8 +137,8 @@ def test_iterations_before_training_log_no_losses(tmp_path):
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     overrides = [*TINY, "train.iterations=5"]
     command = [sys.executable, "-m", "azjax.cli.train", "--config", str(TICTACTOE)]
-    command += ["--workdir", str(tmp_path), "--quiet", *overrides]
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    command += ["--workdir", str(tmp_path), "--quiet", "--cpu-devices", "1", *overrides]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}  # one device, as the run compared with
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600
     while len(list_steps(tmp_path)) < 2 and process.poll() is None:

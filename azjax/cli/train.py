@@ -25,6 +25,13 @@ def _parser() -> argparse.ArgumentParser:
         help="dotted overrides, e.g. search.num_simulations=64 train.iterations=10",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="JAX CPU devices, one per core (default: every available core, as many as divide "
+        "the batch sizes); they only compute where there is no accelerator",
+    )
     return parser
 
 
@@ -44,6 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     from azjax import parallel
     from azjax.cli import use_compilation_cache
 
+    sizes = {
+        "selfplay.batch_size": config.selfplay.batch_size,
+        "train.batch_size": config.train.batch_size,
+        "replay.capacity": config.replay.capacity,
+    }
+    try:
+        parallel.use_cpu_cores(sizes, args.cpu_devices)
+    except ValueError as err:
+        print(f"azjax-train: --cpu-devices: {err}", file=sys.stderr)
+        return 2
     use_compilation_cache()
     parallel.initialize_distributed()
 
