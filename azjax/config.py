@@ -174,6 +174,14 @@ class Config:
     gate: GateConfig = dataclasses.field(default_factory=GateConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
 
+    def split_sizes(self) -> dict[str, int]:
+        """The global sizes that the devices split evenly, by key."""
+        return {
+            "selfplay.batch_size": self.selfplay.batch_size,
+            "train.batch_size": self.train.batch_size,
+            "replay.capacity": self.replay.capacity,
+        }
+
 
 # ----------------------------------------------------------------------------- dict <-> dataclass
 

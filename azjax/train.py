@@ -198,9 +198,8 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     after the evaluation opponents, so that a bad opponent stops the run before any compiling."""
     opponents = make_opponents(config)
     mesh = parallel.make_mesh() if mesh is None else mesh
-    parallel.check_divisible(config.selfplay.batch_size, "selfplay.batch_size", mesh)
-    parallel.check_divisible(config.train.batch_size, "train.batch_size", mesh)
-    parallel.check_divisible(config.replay.capacity, "replay.capacity", mesh)
+    for key, size in config.split_sizes().items():
+        parallel.check_divisible(size, key, mesh)
     devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)

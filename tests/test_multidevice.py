@@ -42,6 +42,17 @@ workdir = pathlib.Path(sys.argv[1])
 config = load_config(sys.argv[2], sys.argv[3:])
 one = dataclasses.replace(config, train=dataclasses.replace(config.train, iterations=1))
 
+# Sizes the 4 devices cannot split evenly are refused, naming the key.
+for key in config.split_sizes():
+    section, field = key.split(".")
+    odd = dataclasses.replace(getattr(config, section), **{field: 6})
+    try:
+        make_trainer(dataclasses.replace(config, **{section: odd}))
+    except ValueError as err:
+        assert f"{key}=6 must be a multiple of the number of devices (4)" in str(err), err
+    else:
+        raise AssertionError(f"{key}=6 on 4 devices was accepted")
+
 def raw(x):
     if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
         x = jax.random.key_data(x)

@@ -51,13 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     from azjax import parallel
     from azjax.cli import use_compilation_cache
 
-    sizes = {
-        "selfplay.batch_size": config.selfplay.batch_size,
-        "train.batch_size": config.train.batch_size,
-        "replay.capacity": config.replay.capacity,
-    }
     try:
-        parallel.use_cpu_cores(sizes, args.cpu_devices)
+        parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
     except ValueError as err:
         print(f"azjax-train: --cpu-devices: {err}", file=sys.stderr)
         return 2
