@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import platform
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import jax
 
 import games
+from azjax import parallel
 
 
 def int_list(text: str) -> list[int]:
@@ -61,12 +61,6 @@ def peak_tflops(dtype: str) -> float | None:
     return None
 
 
-def _usable_cores() -> int:
-    """The CPU cores this process may run on (fewer than the machine's under `taskset`)."""
-    affinity = getattr(os, "sched_getaffinity", None)  # Linux only
-    return len(affinity(0)) if affinity else os.cpu_count() or 1
-
-
 def device_description() -> dict[str, Any]:
     """The accelerator (or CPU) the figures come from, and the host."""
     device = jax.devices()[0]
@@ -82,7 +76,7 @@ def device_description() -> dict[str, Any]:
         "device": device.device_kind,
         "num_devices": jax.device_count(),
         "cpu": cpu,
-        "cpu_count": _usable_cores(),
+        "cpu_count": parallel.cpu_cores(),
         "jax_version": jax.__version__,
     }
 
