@@ -3,7 +3,9 @@
     python scripts/bench.py learning --config configs/connect4.yaml --minutes 60 --every 5
     python scripts/bench.py learning --compare configs/a.yaml configs/b.yaml --seeds 0,1
 
-Each config trains from scratch (same seeds, same budget) in this process, one after another.
+Each config trains from scratch (same seeds, same budget) in this process, one after another,
+on as many CPU devices as `azjax-train` would use (one per core, as many as divide every compared
+config's batch sizes; `--cpu-devices`), so its minutes are `azjax-train`'s.
 The budget is training wall time: self-play, gradient steps and arena gating (`gate.every`);
 compilation and evaluation are excluded (both are reported). At the start and every `--every`
 minutes (or `--every-positions` self-play positions, with `--positions`) the network is
@@ -35,7 +37,7 @@ import jax
 import numpy as np
 from benchlib import device_description, write_report
 
-from azjax import agents, arena, solver
+from azjax import agents, arena, parallel, solver
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.config import (
     Config,
@@ -70,6 +72,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="a dotted override applied to every config (repeatable)",
+    )
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="JAX CPU devices for training, as azjax-train's option (default: one per core, as "
+        "many as divide every config's batch sizes)",
     )
     p.add_argument("--out", help="JSON path (default bench_results/learning_GAME.json)")
     p.add_argument("--png", help="PNG path (default: the JSON path with .png)")
@@ -321,6 +330,16 @@ def main(argv: list[str]) -> None:
     for path in configs:
         if not pathlib.Path(path).is_file():
             raise SystemExit(f"bench.py learning: config {path!r} does not exist")
+    if configs:  # every compared config trains on the same devices, asked for before JAX starts
+        sizes = {
+            f"{path}: {key}": size
+            for path in configs
+            for key, size in load_config(path, args.set).split_sizes().items()
+        }
+        try:
+            parallel.use_cpu_cores(sizes, args.cpu_devices)
+        except ValueError as err:
+            raise SystemExit(f"bench.py learning: --cpu-devices: {err}") from None
     if args.runs:
         records = (measured(workdir, args) for workdir in args.runs)
     else:

@@ -120,10 +120,12 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
     ]
     args = ["--config", str(ROOT / "configs" / "tictactoe.yaml"), "--positions", "150"]
     args += ["--every-positions", "75", "--seeds", "0,1", "--games", "4", "--out", str(out)]
+    args += ["--cpu-devices", "2"]  # trains on two devices, as azjax-train would on two cores
     result = bench("learning", *args, *(a for o in tiny for a in ("--set", o)))
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     assert report["machine"]["platform"] == "cpu" and report["budget"]["positions"] == 150
+    assert report["machine"]["num_devices"] == 2
     assert [r["seed"] for r in report["runs"]] == [0, 1]
     for run in report["runs"]:
         points = run["points"]
@@ -136,6 +138,10 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     refused = bench("learning", "--config", "nope.yaml")
     assert refused.returncode != 0 and "config 'nope.yaml' does not exist" in refused.stderr
+    refused = bench("learning", *args[:2], "--cpu-devices", "0")
+    assert refused.returncode != 0 and "--cpu-devices: CPU devices must be >= 1, got 0" in (
+        refused.stderr
+    )
 
 
 def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
