@@ -105,6 +105,16 @@ class MatchResult:
         )
 
 
+class MatchInterrupted(KeyboardInterrupt):
+    """A match stopped (Ctrl-C) after some of its batches: `result` counts their games, of the
+    `planned` ones. Callers that only stop on KeyboardInterrupt need not know it."""
+
+    def __init__(self, result: MatchResult, planned: int):
+        super().__init__(f"interrupted after {result.games} of {planned} games")
+        self.result = result
+        self.planned = planned
+
+
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -213,7 +223,8 @@ def match(
 
     Games run `batch_size` at a time (default: all at once); `progress(n)` is called after
     each batch with the number of games it finished. `opening_moves` random plies start every
-    game (the same opening for each pair of games with swapped colours).
+    game (the same opening for each pair of games with swapped colours). Interrupted (Ctrl-C)
+    after a batch, it raises `MatchInterrupted` with the finished batches' result.
     """
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
@@ -225,27 +236,36 @@ def match(
     batch += batch % 2  # whole pairs of games
     play = _play_fn(game, agent_a.fn, agent_b.fn, batch, opening_moves)
     returns, colours, seen = [], [], set()
-    done = 0
-    for index in range(math.ceil(num_games / batch)):
-        r, c, finished, moves = jax.device_get(
-            play(agent_a.params, agent_b.params, jax.random.fold_in(key, index))
+
+    def result() -> MatchResult:
+        overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
+        return MatchResult(
+            *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(seen)
         )
-        if not finished.all():
-            raise RuntimeError(
-                f"{game.name}: a game outlasted {2 * game.max_game_length + 2} turns; "
-                "max_game_length is too small"
+
+    done = 0
+    try:
+        for index in range(math.ceil(num_games / batch)):
+            r, c, finished, moves = jax.device_get(
+                play(agent_a.params, agent_b.params, jax.random.fold_in(key, index))
             )
-        take = min(batch, num_games - done)
-        returns.append(r[:take])
-        colours.append(c[:take])
-        seen.update(zip(c[:take].tolist(), moves[:take].tolist(), strict=True))
-        done += take
-        if progress is not None:
-            progress(take)
-    overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
-    return MatchResult(
-        *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(seen)
-    )
+            if not finished.all():
+                raise RuntimeError(
+                    f"{game.name}: a game outlasted {2 * game.max_game_length + 2} turns; "
+                    "max_game_length is too small"
+                )
+            take = min(batch, num_games - done)
+            returns.append(r[:take])
+            colours.append(c[:take])
+            seen.update(zip(c[:take].tolist(), moves[:take].tolist(), strict=True))
+            done += take
+            if progress is not None:
+                progress(take)
+    except KeyboardInterrupt:
+        if not done:
+            raise
+        raise MatchInterrupted(result(), num_games) from None
+    return result()
 
 
 def record(result: MatchResult) -> elo.Record:

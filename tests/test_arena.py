@@ -135,6 +135,40 @@ def test_colours_alternate_game_by_game():
     assert r.score == pytest.approx(5 / 9)
 
 
+def _stop(finished: int):
+    raise KeyboardInterrupt  # Ctrl-C, as it lands after a batch
+
+
+def test_an_interrupted_match_keeps_its_finished_batches(tmp_path, monkeypatch, capsys):
+    import json
+
+    from azjax.cli.evaluate import main
+
+    a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
+    with pytest.raises(arena.MatchInterrupted) as stopped:
+        arena.match(HIGHER, a, b, 9, jax.random.key(1), batch_size=4, progress=_stop)
+    r = stopped.value.result
+    assert stopped.value.planned == 9 and isinstance(stopped.value, KeyboardInterrupt)
+    assert (r.games, r.first, r.second) == (4, (2, 0, 0), (0, 0, 2))
+    # azjax-eval prints and saves those games, says so, and exits as interrupted programs do
+    match = arena.match
+    monkeypatch.setattr(arena, "match", lambda *args: match(*args[:7], _stop))
+    out = tmp_path / "m.json"
+    argv = ["--game", "tictactoe", "--a", "random", "--b", "greedy", "--games", "8"]
+    assert main([*argv, "--batch", "4", "--quiet", "--json", str(out)]) == 130
+    saved = json.loads(out.read_text())["match"]
+    assert (saved["games"], saved["planned_games"], saved["interrupted"]) == (4, 8, True)
+    printed = capsys.readouterr()
+    assert "azjax-eval: interrupted after 4 of 8 games" in printed.err
+    assert "random vs greedy" in printed.out
+    monkeypatch.setattr(arena, "ladder", lambda *args, **kwargs: _stop(0))  # between matches
+    argv = ["--game", "tictactoe", "--round-robin", "random,greedy", "--quiet"]
+    assert main([*argv, "--json", str(out)]) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"azjax-eval: interrupted; the finished matches are in {out}"
+    )
+
+
 def _repeat_then_other(moves):
     # Player 0 wins iff its two moves agree and differ from player 1's move.
     return jnp.where((moves[0] == moves[1]) & (moves[1] != moves[2]), 1.0, -1.0)

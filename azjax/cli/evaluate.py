@@ -200,19 +200,23 @@ def _match(args: argparse.Namespace) -> Outcome:
     spec_b = _nonempty(args.b, "--b")
     game = _game(args, [spec_a, spec_b])
     a, b = _agent(spec_a, game), _agent(spec_b, game)
-    with _progress(args, args.games, f"{a.name} vs {b.name}") as bar:
-        result = arena.match(
-            game,
-            a,
-            b,
-            args.games,
-            jax.random.key(args.seed),
-            args.opening_moves,
-            args.batch,
-            bar.update,
-        )
+    stopped = {}
+    try:
+        with _progress(args, args.games, f"{a.name} vs {b.name}") as bar:
+            result = arena.match(
+                game,
+                a,
+                b,
+                args.games,
+                jax.random.key(args.seed),
+                args.opening_moves,
+                args.batch,
+                bar.update,
+            )
+    except arena.MatchInterrupted as stop:  # Ctrl-C: the finished batches still count
+        result, stopped = stop.result, {"interrupted": True, "planned_games": stop.planned}
     match = {**result.to_dict(), "opening_moves": args.opening_moves, "seed": args.seed}
-    return {"game": game.name, "match": match}, lambda: _print_results([result])
+    return {"game": game.name, "match": {**match, **stopped}}, lambda: _print_results([result])
 
 
 def _rate(args, game, players, pairs, desc: str):
@@ -400,10 +404,25 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:  # bad specs, games, sizes, checkpoints
         print(f"azjax-eval: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        kept = args.json is not None and (args.ladder or args.round_robin) is not None
+        print(
+            "azjax-eval: interrupted" + (f"; the finished matches are in {args.json}" * kept),
+            file=sys.stderr,
+        )
+        return 130
     _write_json(args.json, data)  # first: results are kept even if printing fails
     show()
     if args.json is not None:
         print(f"wrote {args.json}")
+    stopped = data.get("match", {})
+    if stopped.get("interrupted"):
+        print(
+            f"azjax-eval: interrupted after {stopped['games']} of {stopped['planned_games']} "
+            "games (whole batches); the figures above count those",
+            file=sys.stderr,
+        )
+        return 130
     return 0
 
 
