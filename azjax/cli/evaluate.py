@@ -405,20 +405,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"azjax-eval: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        kept = args.json is not None and (args.ladder or args.round_robin) is not None
-        print(
-            "azjax-eval: interrupted" + (f"; the finished matches are in {args.json}" * kept),
-            file=sys.stderr,
-        )
+        kept = ""
+        if args.json is not None and (args.ladder or args.round_robin) is not None:
+            kept = f"; the finished matches are in {args.json}"
+        print(f"azjax-eval: interrupted{kept}", file=sys.stderr)
         return 130
     _write_json(args.json, data)  # first: results are kept even if printing fails
     show()
     if args.json is not None:
         print(f"wrote {args.json}")
-    stopped = data.get("match", {})
-    if stopped.get("interrupted"):
+    match = data.get("match", {})
+    if match.get("interrupted"):
         print(
-            f"azjax-eval: interrupted after {stopped['games']} of {stopped['planned_games']} "
+            f"azjax-eval: interrupted after {match['games']} of {match['planned_games']} "
             "games (whole batches); the figures above count those",
             file=sys.stderr,
         )
