@@ -144,9 +144,8 @@ class Referee:
         return out
 
 
-def runs(path: str, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """Train `path` once per seed (one compilation), each for the budget."""
-    config = load_config(path, args.set)
+def runs(path: str, config: Config, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """Train `config` (read from `path`) once per seed (one compilation), each for the budget."""
     referee = Referee(config, args.games)
     trainer = make_trainer(config)
     start = time.perf_counter()
@@ -330,11 +329,12 @@ def main(argv: list[str]) -> None:
     for path in configs:
         if not pathlib.Path(path).is_file():
             raise SystemExit(f"bench.py learning: config {path!r} does not exist")
-    if configs:  # every compared config trains on the same devices, asked for before JAX starts
+    loaded = [(path, load_config(path, args.set)) for path in configs]
+    if loaded:  # every compared config trains on the same devices, asked for before JAX starts
         sizes = {
             f"{path}: {key}": size
-            for path in configs
-            for key, size in load_config(path, args.set).split_sizes().items()
+            for path, config in loaded
+            for key, size in config.split_sizes().items()
         }
         try:
             parallel.use_cpu_cores(sizes, args.cpu_devices)
@@ -343,7 +343,7 @@ def main(argv: list[str]) -> None:
     if args.runs:
         records = (measured(workdir, args) for workdir in args.runs)
     else:
-        records = (record for path in configs for record in runs(path, args))
+        records = (record for path, config in loaded for record in runs(path, config, args))
     results: list[dict[str, Any]] = []
     for record in records:  # the report is rewritten after each run: an interruption keeps them
         results.append(record)
