@@ -9,6 +9,7 @@ jittable and vmappable, so the arena vmaps it over games. Specs understood by `m
     mcts:SIMS                    pure MCTS (mctx PUCT, uniform prior) with random-rollout values
     policy:WORKDIR[@STEP]        a trained network's policy alone (most probable legal move)
     search:WORKDIR[@STEP][:SIMS] a trained network with search (its config's algorithm)
+    search:FILE.azjax[:SIMS]     an exported model (azjax-export) with search; policy:FILE.azjax
     zoo:NAME[:SIMS]              a model shipped with azjax (azjax.zoo) with search
     policy-zoo:NAME              a zoo model's policy alone
 
@@ -40,7 +41,7 @@ MoveFn = Callable[[Params, State, Array], Array]
 
 SPEC_HELP = (
     "random, greedy, alphabeta:DEPTH, mcts:SIMS, policy:WORKDIR[@STEP], "
-    "search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS] or policy-zoo:NAME"
+    "search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS], zoo:NAME[:SIMS] or policy-zoo:NAME"
 )
 ANALYSIS_SIMULATIONS = 200  # pure-MCTS simulations behind `analyse` for baseline specs
 WIN = 1e6  # value of a won terminal position; heuristic evaluations stay far below it
@@ -380,6 +381,8 @@ def parse_spec(spec: str) -> Spec:
             rest, step = match.group(1), int(match.group(2))
         if not rest:
             raise bad(f"{kind} needs a run directory (WORKDIR)")
+        if step is not None and is_model_file(rest):
+            raise bad(f"a model file has one step: drop @{step}")
         return Spec(kind, number=number, workdir=rest, step=step)
     if kind in ("zoo", "policy-zoo"):
         number = None
@@ -420,18 +423,33 @@ def load_network(game: Game, workdir: str, step: int | None = None):
     return config, network, params, step
 
 
-def load_zoo(game: Game, name: str):
-    """(config, network, params) of zoo model `name`, refusing one trained for another game."""
-    from azjax import zoo
+def is_model_file(path: str) -> bool:
+    """Whether a `policy:` / `search:` spec's path names an exported model, not a run."""
+    from azjax import export
+
+    return path.endswith(export.SUFFIX)
+
+
+def load_model(game: Game, path: str, label: str):
+    """(config, network, params) of the exported model at `path` (`label` names it in errors),
+    refusing one trained for another game."""
+    from azjax import export
     from azjax.network import make_network
 
-    config, params, _ = zoo.load(name)
+    config, params, _ = export.load_model(path)
     if config.game.make() is not game:
         raise ValueError(
-            f"zoo model {name} was trained on {config.game.name} {config.game.kwargs}, "
+            f"{label} was trained on {config.game.name} {config.game.kwargs}, "
             f"not on the {game.name} game asked for"
         )
     return config, make_network(game, config.network), params
+
+
+def load_zoo(game: Game, name: str):
+    """(config, network, params) of zoo model `name`, refusing one trained for another game."""
+    from azjax import zoo
+
+    return load_model(game, zoo.path(name), f"zoo model {name}")
 
 
 def _trained(game: Game, parsed: Spec) -> tuple[Any, Any, Params, str]:
@@ -439,6 +457,9 @@ def _trained(game: Game, parsed: Spec) -> tuple[Any, Any, Params, str]:
     if parsed.model is not None:
         config, network, params = load_zoo(game, parsed.model)
         name = f"{parsed.kind}:{parsed.model}"
+    elif is_model_file(parsed.workdir):
+        config, network, params = load_model(game, parsed.workdir, f"model {parsed.workdir}")
+        name = f"{parsed.kind}:{parsed.workdir}"
     else:
         config, network, params, step = load_network(game, parsed.workdir, parsed.step)
         name = f"{parsed.kind}:{parsed.workdir}@{step}"

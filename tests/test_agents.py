@@ -376,3 +376,44 @@ def test_ladder_of_a_run(tiny_run, tmp_path, capsys):
     assert data["steps"] == [2] and len(data["matches"]) == 1
     assert main([*argv, "--quiet", "--steps", "2,3"]) == 2
     assert "--steps: no checkpoint at [3]" in capsys.readouterr().err
+
+
+def test_ladder_of_exported_models(tiny_run, tmp_path, capsys):
+    """A folder of azjax-export files is rated like a run, in the order of the cards' iterations;
+    `policy:FILE.azjax` / `search:FILE.azjax` play one model file."""
+    import json
+
+    from azjax import export
+    from azjax.cli.evaluate import main
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for step, name in ((2, "a_late"), (1, "b_early")):  # file names sort against the steps
+        export.export_run(tiny_run, models / f"{name}.azjax", step=step)
+    out = tmp_path / "ladder.json"
+    argv = ["--ladder", str(models), "--baselines", "random", "--kind", "policy", "--quiet"]
+    assert main([*argv, "--games", "2", "--json", str(out), "--png", str(tmp_path / "e.png")]) == 0
+    data = json.loads(out.read_text())
+    early, late = f"policy:{models / 'b_early.azjax'}", f"policy:{models / 'a_late.azjax'}"
+    assert data["steps"] == [1, 2]
+    assert set(data["elo"]) == {"random", early, late}
+    assert [(m["a"], m["b"]) for m in data["matches"]] == [
+        (early, "random"),
+        (late, "random"),
+        (late, early),
+    ]
+    game = games.make("tictactoe")
+    state = game.init(jax.random.key(0))
+    from_file = agents.make(f"policy:{models / 'a_late.azjax'}", game)
+    from_run = agents.make(f"policy:{tiny_run}@2", game)
+    assert int(from_file(state, jax.random.key(1))) == int(from_run(state, jax.random.key(1)))
+    assert agents.make(f"search:{models / 'a_late.azjax'}:3", game).name.endswith(".azjax:3")
+    with pytest.raises(ValueError, match="a model file has one step: drop @2"):
+        agents.parse_spec(f"search:{models / 'a_late.azjax'}@2")
+    with pytest.raises(ValueError, match=r"a_late\.azjax was trained on tictactoe"):
+        agents.make(f"search:{models / 'a_late.azjax'}", games.make("connect4"))
+    export.export_run(tiny_run, models / "c_again.azjax", step=2)
+    assert main([*argv, "--games", "2"]) == 2
+    assert "c_again.azjax has iteration 2 on its card" in capsys.readouterr().err
+    assert main(["--ladder", str(tmp_path), "--quiet"]) == 2
+    assert "no checkpoint (nor model files *.azjax)" in capsys.readouterr().err

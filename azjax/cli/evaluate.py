@@ -5,6 +5,7 @@
     azjax-eval --game othello --round-robin random,greedy,alphabeta:2,mcts:100 --games 40
     azjax-eval --ladder runs/connect4 --games 40        # every checkpoint + the baselines
     azjax-eval --ladder runs/connect4 --steps 200,400   # chosen checkpoints only
+    azjax-eval --ladder models/                         # models exported from a run's checkpoints
     azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
     azjax-eval --solver greedy --game dots_and_boxes    # the same on Dots and Boxes 3x3
     azjax-eval --zoo                                    # the trained models shipped with azjax
@@ -45,7 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument(
         "--round-robin", metavar="SPECS", help="comma-separated specs: every pair plays; Elo fit"
     )
-    mode.add_argument("--ladder", metavar="WORKDIR", help="rate every checkpoint of a run")
+    mode.add_argument(
+        "--ladder",
+        metavar="WORKDIR",
+        help="rate every checkpoint of a run (or every model of a folder of azjax-export files)",
+    )
     mode.add_argument(
         "--solver",
         metavar="SPEC",
@@ -125,6 +130,11 @@ def _game(args: argparse.Namespace, specs: list[str]):
     if args.game is None:
         for spec in specs:
             parsed = agents.parse_spec(spec)
+            if parsed.workdir is not None and agents.is_model_file(parsed.workdir):
+                from azjax import export
+
+                game = export.read_card(parsed.workdir)["game"]
+                return games.make(game["name"], **game["kwargs"])
             if parsed.workdir is not None:
                 from azjax.checkpoint import list_steps, read_meta
 
@@ -281,28 +291,48 @@ def _step_list(text: str) -> list[int]:
     return steps
 
 
+def _checkpoints(workdir: str) -> dict[int, str]:
+    """{iteration: path for specs} of a run's checkpoints, or of the models (`azjax-export`
+    files) in a folder without checkpoints, by the iteration on each model's card."""
+    from azjax import export
+    from azjax.checkpoint import list_steps
+
+    steps = list_steps(workdir)
+    if steps:
+        return {step: f"{workdir}@{step}" for step in steps}
+    models = {}
+    for path in sorted(pathlib.Path(workdir).glob(f"*{export.SUFFIX}")):
+        step = export.read_card(path).get("iteration")
+        if not isinstance(step, int) or step in models:
+            raise UsageError(
+                f"--ladder: model {path} has iteration {step!r} on its card; the models of a "
+                "ladder need distinct iterations"
+            )
+        models[step] = str(path)
+    return dict(sorted(models.items()))
+
+
 def _ladder(args: argparse.Namespace) -> Outcome:
     import itertools
-
-    from azjax.checkpoint import list_steps
 
     workdir = args.ladder.strip()
     if not workdir:
         raise UsageError("--ladder: empty run directory; expected a folder with checkpoints")
     chosen = None if args.steps is None else _step_list(args.steps)
-    steps = list_steps(workdir)
-    if not steps:
-        raise UsageError(f"--ladder: no checkpoint in {workdir}")
+    found = _checkpoints(workdir)
+    if not found:
+        raise UsageError(f"--ladder: no checkpoint (nor model files *.azjax) in {workdir}")
+    steps = list(found)
     if chosen is not None:
-        missing = [step for step in chosen if step not in steps]
+        missing = [step for step in chosen if step not in found]
         if missing:
             raise UsageError(f"--steps: no checkpoint at {missing} in {workdir}; it has {steps}")
         steps = chosen
-    game = _game(args, [f"policy:{workdir}"])
+    game = _game(args, [f"policy:{found[steps[-1]]}"])
     listed = [s.strip() for s in (args.baselines or DEFAULT_BASELINES).split(",") if s.strip()]
     baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
     players = [_agent(s, game) for s in baselines]
-    nets = [_agent(f"{args.kind or 'search'}:{workdir}@{step}", game) for step in steps]
+    nets = [_agent(f"{args.kind or 'search'}:{found[step]}", game) for step in steps]
     players += nets
     nb = len(baselines)
     pairs = list(itertools.combinations(range(nb), 2))
