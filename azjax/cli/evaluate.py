@@ -11,7 +11,8 @@
     azjax-eval --zoo                                    # the trained models shipped with azjax
 
 Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
-policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS], policy-zoo:NAME.
+policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS] (an exported
+model), zoo:NAME[:SIMS], policy-zoo:NAME.
 Colours alternate game by game.
 """
 

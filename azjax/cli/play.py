@@ -151,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--opponent",
         help="agent spec: random, greedy, alphabeta:D, mcts:SIMS, policy:WORKDIR[@STEP], "
-        "search:WORKDIR[@STEP][:SIMS], zoo:NAME[:SIMS], policy-zoo:NAME (default: the zoo's "
+        "search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS], zoo:NAME[:SIMS], "
+        "policy-zoo:NAME (default: the zoo's "
         f"model for the game, else {FALLBACK_OPPONENT})",
     )
     parser.add_argument(
