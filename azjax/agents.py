@@ -453,7 +453,8 @@ def load_zoo(game: Game, name: str):
 
 
 def _trained(game: Game, parsed: Spec) -> tuple[Any, Any, Params, str]:
-    """(config, network, params, agent name) of a spec naming a checkpoint or a zoo model."""
+    """(config, network, params, agent name) of a spec naming a checkpoint, a model file or a
+    zoo model."""
     if parsed.model is not None:
         config, network, params = load_zoo(game, parsed.model)
         name = f"{parsed.kind}:{parsed.model}"
