@@ -31,7 +31,7 @@ import dataclasses
 import functools
 import json
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -280,10 +280,30 @@ def accuracy(
     agent: Agent,
     key: jax.Array,
     positions: Sequence[Position] | None = None,
+    batch_size: int | None = None,
+    progress: Callable[[int], Any] | None = None,
 ) -> Accuracy:
-    """Perfect-play accuracy of `agent` on `positions` (default: the game's shipped set)."""
+    """Perfect-play accuracy of `agent` on `positions` (default: the game's shipped set).
+
+    The agent moves in `batch_size` positions at a time (default: all at once; the last batch
+    is padded, so one compilation serves all), each with its own key whatever the batches;
+    `progress(n)` is called after each batch with the number of positions it scored.
+    """
     positions = list(referee_for(game).load() if positions is None else positions)
+    count = len(positions)
+    if count == 0:
+        raise ValueError("no positions to score")
+    size = count if batch_size is None else int(batch_size)
+    if size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     states = replay(game, positions)
-    keys = jax.random.split(key, len(positions))
-    moves = np.asarray(_moves_fn(agent.fn)(agent.params, states, keys))
-    return score_moves(positions, moves)
+    keys = jax.random.split(key, count)
+    moves_fn = _moves_fn(agent.fn)
+    moves = []
+    for start in range(0, count, size):
+        rows = np.minimum(np.arange(start, start + size), count - 1)  # the last batch padded
+        batch = jax.tree.map(lambda x, rows=rows: x[rows], (states, keys))
+        moves.append(np.asarray(moves_fn(agent.params, *batch))[: count - start])
+        if progress is not None:
+            progress(len(moves[-1]))
+    return score_moves(positions, np.concatenate(moves))

@@ -285,6 +285,8 @@ def test_cli_round_robin_and_solver_write_json(tmp_path):
     assert main(["--solver", "greedy", "--json", str(out)]) == 0
     acc = json.loads(out.read_text())["accuracy"]
     assert acc["positions"] >= 200 and 0 < acc["best_move"] <= acc["keeps_result"] <= 1
+    assert main(["--solver", "greedy", "--batch", "64", "--quiet", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["accuracy"] == acc  # in batches, the same moves
 
 
 def test_cli_writes_its_json_before_printing(tmp_path, monkeypatch):

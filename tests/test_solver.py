@@ -201,6 +201,24 @@ def test_accuracy_of_a_perfect_and_of_a_worst_agent(game, positions):
     assert bad.keeps_result == pytest.approx(all_keep)
 
 
+def test_batches_score_as_one_call(game, positions):
+    """In batches (the last one padded) each position keeps its key: the same moves, and
+    `progress` hears of every position once."""
+    greedy = agents.make("greedy", game)
+    key = jax.random.key(3)
+    whole = solver.accuracy(game, greedy, key, positions)
+    told = []
+    parts = solver.accuracy(game, greedy, key, positions, batch_size=7, progress=told.append)
+    assert parts == whole
+    assert told == [7] * (len(positions) // 7) + [len(positions) % 7] * bool(len(positions) % 7)
+    random = agents.make("random", game)
+    assert solver.accuracy(game, random, key, positions, 5) == solver.accuracy(
+        game, random, key, positions
+    )
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        solver.accuracy(game, random, key, positions, 0)
+
+
 def test_random_agent_matches_its_expected_accuracy(game, positions):
     # Expected shares for a uniform legal move, from the labels alone.
     def share(p, ok):

@@ -28,6 +28,7 @@ from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, pa
 from azjax.cli import use_compilation_cache
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
+GAME_BATCH = 32  # games a match plays at once unless --batch says otherwise
 Outcome = tuple[dict, Callable[[], object]]  # (the --json data, what prints the results)
 
 
@@ -65,9 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch",
         type=int,
-        default=32,
-        help="games played at once (default 32: a batch lasts as long as its slowest game, "
-        "which makes large batches slow with rollout agents such as mcts:SIMS)",
+        help=f"games played at once (default {GAME_BATCH}: a batch lasts as long as its slowest "
+        "game, which makes large batches slow with rollout agents such as mcts:SIMS); --solver: "
+        "positions searched at once, with a progress bar (default all at once: batches can "
+        "change a close move through the arithmetic)",
     )
     parser.add_argument(
         "--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)"
@@ -153,10 +155,10 @@ def _game(args: argparse.Namespace, specs: list[str]):
     return games.make(args.game, **parse_size(args.size, args.game))
 
 
-def _progress(args: argparse.Namespace, total: int, desc: str):
+def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game"):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="game", disable=args.quiet, file=sys.stderr)
+    return tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr)
 
 
 def _print_results(results) -> None:
@@ -221,7 +223,7 @@ def _match(args: argparse.Namespace) -> Outcome:
                 args.games,
                 jax.random.key(args.seed),
                 args.opening_moves,
-                args.batch,
+                args.batch or GAME_BATCH,
                 bar.update,
             )
     except arena.MatchInterrupted as stop:  # Ctrl-C: the finished batches still count
@@ -253,7 +255,7 @@ def _rate(args, game, players, pairs, desc: str):
             pairs,
             anchor=players[0].name,
             opening_moves=args.opening_moves,
-            batch_size=args.batch,
+            batch_size=args.batch or GAME_BATCH,
             progress=bar.update,
             on_result=save_partial,
         )
@@ -397,7 +399,10 @@ def _solver(args: argparse.Namespace) -> Outcome:
     referee = solver.referee_for(game)
     agent = _agent(spec, game)
     positions = referee.load(args.positions)
-    result = solver.accuracy(game, agent, jax.random.key(args.seed), positions)
+    with _progress(args, len(positions), f"{agent.name} on the solver set", "position") as bar:
+        result = solver.accuracy(
+            game, agent, jax.random.key(args.seed), positions, args.batch, bar.update
+        )
     data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
     return data, lambda: print(f"{agent.name} against perfect play ({game.name}):\n{result}")
 
@@ -411,7 +416,7 @@ def _zoo() -> Outcome:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     for option, value in (("--games", args.games), ("--batch", args.batch)):
-        if value < 1:
+        if value is not None and value < 1:
             print(f"azjax-eval: {option} must be >= 1, got {value}", file=sys.stderr)
             return 2
     use_compilation_cache()
