@@ -39,6 +39,7 @@ import msgpack
 import numpy as np
 
 import azjax
+import games
 from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
 
 FORMAT = "azjax-model"
@@ -262,6 +263,12 @@ def read_card(path: str | pathlib.Path) -> dict[str, Any]:
         return json.loads(_read(path)["card"])
     except json.JSONDecodeError as err:
         raise ModelError(f"{path} has a damaged card: {err}") from None
+
+
+def card_game(card: Mapping[str, Any]) -> games.Game:
+    """The game (and size) a card's model was trained for, as `games.make` returns it; ValueError
+    for a game or size this azjax does not know."""
+    return games.make(card["game"]["name"], **card["game"]["kwargs"])
 
 
 def set_provenance(

@@ -136,8 +136,7 @@ def _game(args: argparse.Namespace, specs: list[str]):
             if parsed.workdir is not None and agents.is_model_file(parsed.workdir):
                 from azjax import export
 
-                game = export.read_card(parsed.workdir)["game"]
-                return games.make(game["name"], **game["kwargs"])
+                return export.card_game(export.read_card(parsed.workdir))
             if parsed.workdir is not None:
                 from azjax.checkpoint import list_steps, read_meta
 
@@ -147,10 +146,9 @@ def _game(args: argparse.Namespace, specs: list[str]):
                 game = read_meta(parsed.workdir, steps[-1])["config"]["game"]
                 return games.make(game["name"], **game.get("kwargs", {}))
             if parsed.model is not None:
-                from azjax import zoo
+                from azjax import export, zoo
 
-                game = zoo.card(parsed.model)["game"]
-                return games.make(game["name"], **game["kwargs"])
+                return export.card_game(zoo.card(parsed.model))
         raise UsageError(f"--game is needed (one of {', '.join(games.names())})")
     return games.make(args.game, **parse_size(args.size, args.game))
 

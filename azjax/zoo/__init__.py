@@ -30,7 +30,7 @@ def directory() -> pathlib.Path:
 def _plays(card: dict[str, Any], game: games.Game) -> bool:
     """Whether a card's model was trained for `game` (the same game and size)."""
     try:
-        return games.make(card["game"]["name"], **card["game"]["kwargs"]) is game
+        return export.card_game(card) is game
     except ValueError:  # a game (or size) this azjax does not know
         return False
 
