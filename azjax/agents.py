@@ -483,14 +483,7 @@ def make(spec: str, game: Game) -> Agent:
     config, network, params, name = _trained(game, parsed)
     if parsed.kind in ("policy", "policy-zoo"):
         return policy_agent(game, network, params, name)
-    return search_agent(game, network, params, _playing_search(config, parsed.number), name)
-
-
-def _playing_search(config, simulations: int | None):
-    """A checkpoint's search settings for play: SIMS when the spec gives it, else the run's
-    evaluation simulations (`eval.num_simulations`, when set), else its self-play ones."""
-    simulations = simulations or config.eval.num_simulations or config.search.num_simulations
-    return dataclasses.replace(config.search, num_simulations=simulations)
+    return search_agent(game, network, params, config.playing_search(parsed.number), name)
 
 
 AnalysisFn = Callable[[Params, State, Array], tuple[Array, Array]]
@@ -526,7 +519,7 @@ def analysis(game: Game, spec: str) -> Analysis:
     """The analysis behind hints for `spec`.
 
     For specs of a trained network (`policy:`, `search:`, `zoo:`, `policy-zoo:`), the network's
-    search (its run's settings for play, see `_playing_search`); for any other spec, pure MCTS
+    search (its run's settings for play, see `Config.playing_search`); for any other spec, pure MCTS
     with ANALYSIS_SIMULATIONS simulations.
     """
     parsed = parse_spec(spec)
@@ -534,6 +527,6 @@ def analysis(game: Game, spec: str) -> Analysis:
         config = mcts_config(game, ANALYSIS_SIMULATIONS)
         return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
     run_config, network, params, _ = _trained(game, parsed)
-    config = _playing_search(run_config, parsed.number)
+    config = run_config.playing_search(parsed.number)
     evaluate = _network_evaluator(network, config.score_tiebreak)
     return Analysis(_analysis_fn(game, evaluate, config), params)

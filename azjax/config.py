@@ -174,6 +174,12 @@ class Config:
     gate: GateConfig = dataclasses.field(default_factory=GateConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
 
+    def playing_search(self, simulations: int | None = None) -> SearchConfig:
+        """The search a trained net plays with (evaluation, the arena, exported models): the
+        self-play search with `simulations` when given, else `eval.num_simulations` when set."""
+        simulations = simulations or self.eval.num_simulations or self.search.num_simulations
+        return dataclasses.replace(self.search, num_simulations=simulations)
+
     def split_sizes(self) -> dict[str, int]:
         """The global sizes that the devices split evenly, by key."""
         return {

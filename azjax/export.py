@@ -149,7 +149,6 @@ def make_card(
     device: str | None = None,
 ) -> dict[str, Any]:
     """A model card for `params` trained with `config`, with what is known of the run."""
-    simulations = config.eval.num_simulations or config.search.num_simulations
     return {
         "name": name,
         "game": {"name": config.game.name, "kwargs": dict(config.game.kwargs)},
@@ -157,7 +156,7 @@ def make_card(
         "parameters": int(sum(np.size(x) for x in jax.tree.leaves(params))),
         "search": {
             "algorithm": config.search.algorithm,
-            "simulations": simulations,
+            "simulations": config.playing_search().num_simulations,
             **({"score_tiebreak": tiebreak} if (tiebreak := config.search.score_tiebreak) else {}),
         },
         "iteration": iteration,

@@ -54,7 +54,7 @@ from azjax.replay import (
     replay_reshard,
     stores_states,
 )
-from azjax.search import SearchConfig, network_evaluator
+from azjax.search import network_evaluator
 from azjax.selfplay import make_selfplay
 from games.core import Game
 
@@ -310,18 +310,11 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
 # ----------------------------------------------------------------------------- evaluation
 
 
-def _evaluation_search(config: Config) -> SearchConfig:
-    """The search settings of evaluation: `eval.num_simulations` when set."""
-    if config.eval.num_simulations:
-        return dataclasses.replace(config.search, num_simulations=config.eval.num_simulations)
-    return config.search
-
-
 def gate(trainer: Trainer, state: TrainState, key: Array) -> tuple[TrainState, dict[str, Any]]:
     """Arena gating: the latest parameters (the candidate) against the best, both with search;
     the candidate becomes the best (self-play's parameters) when it scores >= `gate.threshold`."""
     config, game, network = trainer.config.gate, trainer.game, trainer.network
-    search = _evaluation_search(trainer.config)
+    search = trainer.config.playing_search()
     candidate = agents.search_agent(game, network, parallel.to_host(state.params), search)
     best = agents.search_agent(game, network, parallel.to_host(state.best), search)
     result = arena.match(
@@ -336,7 +329,7 @@ def gate(trainer: Trainer, state: TrainState, key: Array) -> tuple[TrainState, d
 def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> dict[str, float]:
     """Net + search (no exploration) against each `eval.opponents` agent, via the arena."""
     config = trainer.config.eval
-    search = _evaluation_search(trainer.config)
+    search = trainer.config.playing_search()
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
     out: dict[str, float] = {}
     for i, (spec, opponent) in enumerate(zip(config.opponents, trainer.opponents, strict=True)):

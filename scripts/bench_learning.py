@@ -67,6 +67,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seeds", type=seed_list, default=[0], help="comma-separated seeds")
     p.add_argument("--games", type=int, default=64, help="arena games per opponent")
     p.add_argument(
+        "--solver-set",
+        metavar="FILE",
+        help="perfect-play positions to score (default: the game's shipped set; a larger set, e.g. "
+        "`scripts/make_connect4_positions.py --count 3000`, narrows each figure's interval)",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -85,6 +91,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.minutes is None and args.positions is None:
         args.minutes = 20.0
+    if args.solver_set is not None and not pathlib.Path(args.solver_set).is_file():
+        p.error(f"--solver-set {args.solver_set}: no such file")
     for name in ("minutes", "every", "positions", "every_positions"):
         value = getattr(args, name)
         if value is not None and not value > 0:
@@ -106,20 +114,20 @@ class Referee:
 
     config: Config
     games: int
+    solver_set: str | None = None  # a position file; None: the game's shipped set
 
     def __post_init__(self) -> None:
         self.game = self.config.game.make()
         try:
-            self.positions = solver.referee_for(self.game).load()
-        except ValueError:
+            self.positions = solver.referee_for(self.game).load(self.solver_set)
+        except ValueError as err:
+            if self.solver_set is not None:
+                raise SystemExit(f"bench.py learning: --solver-set: {err}") from None
             self.positions = None
             self.opponents = [agents.make(s, self.game) for s in self.config.eval.opponents]
 
     def __call__(self, network: Any, params: Any, key: jax.Array) -> dict[str, float]:
-        search = self.config.search
-        if self.config.eval.num_simulations:
-            search = dataclasses.replace(search, num_simulations=self.config.eval.num_simulations)
-        player = agents.search_agent(self.game, network, params, search)
+        player = agents.search_agent(self.game, network, params, self.config.playing_search())
         if self.positions is not None:
             policy = agents.policy_agent(self.game, network, params)
             out = {}
@@ -146,7 +154,7 @@ class Referee:
 
 def runs(path: str, config: Config, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Train `config` (read from `path`) once per seed (one compilation), each for the budget."""
-    referee = Referee(config, args.games)
+    referee = Referee(config, args.games, args.solver_set)
     trainer = make_trainer(config)
     start = time.perf_counter()
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()
@@ -238,16 +246,23 @@ def measured(workdir: str, args: argparse.Namespace) -> dict[str, Any]:
     steps = list_steps(workdir)
     if not steps:
         raise SystemExit(f"bench.py learning: no checkpoint in {workdir!r}")
-    records = read_metrics(pathlib.Path(workdir) / "metrics.jsonl")
+    metrics = pathlib.Path(workdir) / "metrics.jsonl"
+    if not metrics.is_file():
+        raise SystemExit(
+            f"bench.py learning: no metrics.jsonl in {workdir!r} (azjax-train writes it)"
+        )
+    records = read_metrics(metrics)
     saved, _ = load_for_inference(workdir, steps[-1])
     config = config_from_dict(apply_overrides(config_to_dict(saved), args.set))
-    referee = Referee(config, args.games)
+    referee = Referee(config, args.games, args.solver_set)
     network = make_network(referee.game, config.network)
     eval_key = jax.random.key(config.train.seed + 1)
     points = []
     for step in steps:
         _, params = load_for_inference(workdir, step)
         upto = [r for r in records if r.get("iteration", 0) <= step and not r.get("final")]
+        if not upto:
+            raise SystemExit(f"bench.py learning: {metrics} has no record up to iteration {step}")
         scores = referee(network, params, jax.random.fold_in(eval_key, step))
         points.append(
             {
@@ -358,6 +373,7 @@ def main(argv: list[str]) -> None:
             ),
             "seeds": args.seeds,
             "overrides": args.set,
+            "solver_set": args.solver_set,
             "runs": results,
             "summary": summary(results),
         }

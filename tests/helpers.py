@@ -118,15 +118,16 @@ def compare_with_openspiel(game: Game, spiel_game, batch: int, length: int, seed
     return compared
 
 
-def write_tiny_run(workdir, steps=(1, 2)) -> None:
-    """A tiny Tic-Tac-Toe run in `workdir`: one checkpoint per step, for agent and server tests."""
+def write_tiny_run(workdir, steps=(1, 2), game: str = "tictactoe") -> None:
+    """A tiny run of `game` (Tic-Tac-Toe by default) in `workdir`: one checkpoint per step, for
+    agent and server tests."""
     from azjax.checkpoint import Checkpointer
     from azjax.config import Config, GameConfig
     from azjax.network import NetworkConfig, init_params, make_network
     from azjax.search import SearchConfig
 
     config = Config(
-        game=GameConfig("tictactoe"),
+        game=GameConfig(game),
         network=NetworkConfig(blocks=0, channels=4),
         search=SearchConfig(num_simulations=4, max_num_considered_actions=4),
     )

@@ -165,6 +165,39 @@ def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path):
+    from azjax import solver
+
+    workdir, out, subset = tmp_path / "run", tmp_path / "runs.json", tmp_path / "seven.json"
+    write_tiny_run(workdir, steps=(2,), game="connect4")
+    record = {"iteration": 2, "replay/added": 5, "elapsed_minutes": 1.0}
+    (workdir / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    data = json.loads(solver.CONNECT4.path.read_text())
+    solver.CONNECT4.write({**data, "positions": data["positions"][100:107]}, subset)
+    args = ["--runs", str(workdir), "--out", str(out)]
+    result = bench("learning", *args, "--solver-set", str(subset))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    (point,) = report["runs"][0]["points"]
+    assert report["solver_set"] == str(subset)
+    shares = ("best_move", "keeps_result")
+    scores = [point[f"{who}/{share}"] for who in ("search", "policy") for share in shares]
+    # Shares of 7 positions: of the shipped 300, only 0 and 1 are also multiples of 1/7.
+    assert all(abs(7 * s - round(7 * s)) < 1e-6 for s in scores), scores
+    assert any(0 < s < 1 for s in scores), scores
+    refused = bench("learning", *args, "--solver-set", str(tmp_path / "nope.json"))
+    assert refused.returncode != 0 and "nope.json: no such file" in refused.stderr
+    tictactoe = tmp_path / "ttt"
+    write_tiny_run(tictactoe, steps=(2,))
+    refused = bench("learning", "--runs", str(tictactoe))
+    assert refused.returncode != 0 and "no metrics.jsonl in" in refused.stderr
+    (tictactoe / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    refused = bench("learning", "--runs", str(tictactoe), "--solver-set", str(subset))
+    assert refused.returncode != 0 and "--solver-set: no perfect-play position set" in (
+        refused.stderr
+    )
+
+
 def test_memory_bench_splits_the_replay_buffer_over_devices(tmp_path):
     out = tmp_path / "memory.json"
     result = bench(
