@@ -73,6 +73,16 @@ def test_dotted_overrides_set_typed_values():
     assert chain.game.make().num_actions == 6 * chain.game.kwargs["cols"]
 
 
+def test_a_trained_net_plays_the_evaluation_simulations_unless_told_otherwise():
+    search = SearchConfig(algorithm="puct", num_simulations=16, discount=0.9)
+    config = Config(search=search, eval=EvalConfig(num_simulations=128))
+    assert config.playing_search() == SearchConfig(
+        algorithm="puct", num_simulations=128, discount=0.9
+    )
+    assert config.playing_search(512).num_simulations == 512
+    assert Config(search=search).playing_search() == search  # no evaluation simulations set
+
+
 def test_overrides_do_not_mutate_their_input():
     data = {"search": {"num_simulations": 8}}
     out = apply_overrides(data, ["search.num_simulations=9"])
