@@ -117,13 +117,17 @@ def network_only(net, params, obs: jax.Array, calls: int):
     return timed(run, params, obs)[0]
 
 
-def network_flops(net, params, obs: jax.Array) -> float:
+def network_flops(net, params, obs: jax.Array) -> float | None:
     """FLOPs of one network evaluation: the cost analysis of a batch's lowered program (before
     the backend's compiler, whose library calls, e.g. cuDNN's convolutions, it cannot count),
-    over the batch."""
-    cost = jax.jit(net.apply).lower(params, obs).cost_analysis()
-    cost = cost[0] if isinstance(cost, list | tuple) else cost
-    return float(cost.get("flops", 0.0)) / obs.shape[0]
+    else of the compiled one where a backend analyses only that; None where neither has one."""
+    lowered = jax.jit(net.apply).lower(params, obs)
+    for analysis in (lowered.cost_analysis, lambda: lowered.compile().cost_analysis()):
+        cost = analysis()
+        cost = cost[0] if isinstance(cost, list | tuple) and cost else cost
+        if cost and cost.get("flops"):
+            return float(cost["flops"]) / obs.shape[0]
+    return None
 
 
 def free_evaluator(game):
@@ -302,8 +306,8 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
         free_carry = free_chunk(params, free_carry, jax.random.key(i + 2))[0]
     jax.block_until_ready(free_carry)
     search_only = clock() - start
-    tflops = evaluations / seconds * flops / 1e12
-    net_tflops = evals * batch / net_seconds * flops / 1e12
+    tflops = None if flops is None else evaluations / seconds * flops / 1e12
+    net_tflops = None if flops is None else evals * batch / net_seconds * flops / 1e12
     peak = peak_tflops(args.dtype)
 
     row = {
@@ -330,8 +334,8 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
         "achieved_tflops": tflops,
         "network_only_tflops": net_tflops,
         "peak_tflops": peak,
-        "fraction_of_peak": None if peak is None else tflops / peak,
-        "network_only_fraction_of_peak": None if peak is None else net_tflops / peak,
+        "fraction_of_peak": None if None in (peak, tflops) else tflops / peak,
+        "network_only_fraction_of_peak": None if None in (peak, net_tflops) else net_tflops / peak,
         "target_fraction": emitted / searched,
         "clock": args.clock,
         "stored": "state" if as_states else "observation",
