@@ -193,17 +193,23 @@ def _pick_step(workdir: str | pathlib.Path, step: int | None) -> int:
     return step
 
 
+def read_config(workdir: str | pathlib.Path, step: int | None = None) -> Config:
+    """The resolved config a checkpoint of `workdir` was trained with (the newest when `step` is
+    None); CheckpointError when there is none or it is unusable."""
+    step = _pick_step(workdir, step)
+    try:
+        return config_from_dict(read_meta(workdir, step)["config"])
+    except ConfigError as err:
+        message = f"checkpoint {step} in {workdir} has an unusable config: {err}"
+        raise CheckpointError(message) from None
+
+
 def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, Any]:
     """The config and network parameters saved in `workdir` (the newest when `step` is None)."""
     from azjax.network import init_params, make_network
 
     step = _pick_step(workdir, step)
-    meta = read_meta(workdir, step)
-    try:
-        config = config_from_dict(meta["config"])
-    except ConfigError as err:
-        message = f"checkpoint {step} in {workdir} has an unusable config: {err}"
-        raise CheckpointError(message) from None
+    config = read_config(workdir, step)
     game = config.game.make()
     network = make_network(game, config.network)
     abstract = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))

@@ -138,13 +138,9 @@ def _game(args: argparse.Namespace, specs: list[str]):
 
                 return export.card_game(export.read_card(parsed.workdir))
             if parsed.workdir is not None:
-                from azjax.checkpoint import list_steps, read_meta
+                from azjax.checkpoint import read_config
 
-                steps = list_steps(parsed.workdir)
-                if not steps:
-                    raise UsageError(f"no checkpoint in {parsed.workdir}")
-                game = read_meta(parsed.workdir, steps[-1])["config"]["game"]
-                return games.make(game["name"], **game.get("kwargs", {}))
+                return read_config(parsed.workdir).game.make()
             if parsed.model is not None:
                 from azjax import export, zoo
 
