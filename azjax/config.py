@@ -98,6 +98,10 @@ class TrainConfig:
     reanalyse_fraction: float = 0.0
     reanalyse_value: bool = False  # also mix the re-searched root value into the value target
     #   with weight selfplay.value_mix
+    # A model file (azjax-export) or zoo:NAME whose parameters start the run in place of random
+    # ones (same game and network shape; the optimizer, buffer and schedule start afresh). A
+    # resumed run continues from its checkpoint instead. "": random parameters.
+    init_from: str = ""
 
     def __post_init__(self) -> None:
         checks = {

@@ -173,7 +173,8 @@ class Trainer:
     network: Any
     config: Config
     mesh: Mesh
-    init: Callable[[Array], TrainState]  # jitted, placed on the mesh
+    init: Callable[[Array, Params | None], TrainState]  # jitted, placed on the mesh
+    start: Params | None  # `train.init_from`'s parameters, for `init`
     iterate: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates the state
     shardings: TrainState
     abstract: TrainState
@@ -193,6 +194,36 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
     return tuple(out)
 
 
+def initial_params(config: Config, network: Any, game: Game) -> Params | None:
+    """The parameters of `train.init_from` (a model file or zoo:NAME), float32 numpy arrays;
+    None when it is unset. ConfigError naming the value when the model cannot be read or was
+    trained for another game or another network shape."""
+    source = config.train.init_from
+    if not source:
+        return None
+    from azjax import export, zoo
+
+    try:
+        path = zoo.path(source.removeprefix("zoo:")) if source.startswith("zoo:") else source
+        model, params, _ = export.load_model(path)
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"train.init_from={source!r}: {err}") from None
+    expected = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
+
+    def shapes(tree: Any) -> tuple:
+        return jax.tree.structure(tree), [x.shape for x in jax.tree.leaves(tree)]
+
+    if model.game.make() is not game or shapes(params) != shapes(expected):
+        theirs, ours = model.network, config.network
+        raise ConfigError(
+            f"train.init_from={source!r}: a {theirs.blocks}x{theirs.channels} {theirs.norm}-norm "
+            f"net of {model.game.name} {model.game.kwargs}; this run trains a "
+            f"{ours.blocks}x{ours.channels} {ours.norm}-norm net of {config.game.name} "
+            f"{config.game.kwargs} (expected the same game and network shape)"
+        )
+    return jax.tree.map(np.asarray, params)
+
+
 def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     """Build the jitted init and iteration functions of `config` on `mesh` (all devices),
     after the evaluation opponents, so that a bad opponent stops the run before any compiling."""
@@ -203,6 +234,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)
+    start = initial_params(config, network, game)
     evaluate = network_evaluator(network, config.search.score_tiebreak)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
     as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
@@ -217,9 +249,9 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     reanalyse = make_reanalyse(game, evaluate, config.search, reanalysed, value_mix)
     replicated, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
 
-    def init(key: Array) -> TrainState:
+    def init(key: Array, start: Params | None = None) -> TrainState:
         params_key, play_key, key = jax.random.split(key, 3)
-        params = init_params(network, game, params_key)
+        params = init_params(network, game, params_key) if start is None else start
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
@@ -294,6 +326,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         config=config,
         mesh=mesh,
         init=jax.jit(init, out_shardings=shardings),
+        start=start,
         iterate=jax.jit(
             iterate,
             in_shardings=(shardings,),
@@ -491,7 +524,7 @@ def _train(
         if jax.process_index() == 0:
             print(f"resuming from iteration {iteration} in {workdir}", flush=True)
     else:
-        state = trainer.init(jax.random.key(config.train.seed))
+        state = trainer.init(jax.random.key(config.train.seed), trainer.start)
     if jax.process_index() == 0:
         (workdir / "config.yaml").write_text(dump_config(config))
     log = _Log(workdir, iteration, saved)

@@ -170,7 +170,7 @@ def run(
 ) -> dict[str, Any]:
     """Train from `config.train.seed` for the budget; the evaluation points."""
     seed = config.train.seed
-    state = trainer.init(jax.random.key(seed))
+    state = trainer.init(jax.random.key(seed), trainer.start)
     eval_key = jax.random.key(seed + 1)
     gate_key = jax.random.key(seed + 2)
 

@@ -16,8 +16,8 @@ import optax
 import pytest
 
 from azjax import arena
-from azjax.checkpoint import Checkpointer, list_steps
-from azjax.config import load_config
+from azjax.checkpoint import Checkpointer, list_steps, load_for_inference
+from azjax.config import ConfigError, load_config
 from azjax.replay import make_sampler
 from azjax.train import (
     evaluate,
@@ -132,6 +132,37 @@ def test_iterations_before_training_log_no_losses(tmp_path):
     assert record["replay/size"] < 100 and record["train/trained"] is False
     train_keys = {k for k in record if k.startswith("train/")}
     assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
+
+
+def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path):
+    from azjax import export
+
+    first = load_config(TICTACTOE, [*TINY, "train.iterations=1"])
+    train_and_evaluate(first, tmp_path / "a", progress=False)
+    model = tmp_path / "a.azjax"
+    export.export_run(tmp_path / "a", model)
+    _, params, _ = export.load_model(model)
+    # No gradient step in the new run (its buffer stays below min_size): its checkpoint holds
+    # the model's parameters, not random ones, and a fresh optimizer.
+    overrides = [*TINY, "train.iterations=1", "replay.min_size=500", f"train.init_from={model}"]
+    train_and_evaluate(load_config(TICTACTOE, overrides), tmp_path / "b", progress=False)
+    _, saved = load_for_inference(str(tmp_path / "b"))
+    assert_trees_equal(saved, params)
+    fresh = make_trainer(load_config(TICTACTOE, TINY)).init(jax.random.key(0))
+    assert not np.allclose(*(jax.tree.leaves(p)[0] for p in (fresh.params, params)))
+    # Another network shape, another game, or no such model: refused, naming the value.
+    for bad, words in (
+        (["network.channels=4"], "a 0x8 layer-norm net of tictactoe"),
+        (["network.blocks=1"], "this run trains a 1x8"),
+        ([f"train.init_from={tmp_path / 'none.azjax'}"], "none.azjax"),
+        (["train.init_from=zoo:nope"], "no zoo model 'nope'"),
+    ):
+        config = load_config(TICTACTOE, [*overrides, *bad])
+        with pytest.raises(ConfigError, match=f"train.init_from=.*{words}"):
+            make_trainer(config)
+    config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
+    with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
+        make_trainer(config)
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
