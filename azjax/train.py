@@ -204,8 +204,10 @@ def initial_params(config: Config, network: Any, game: Game) -> Params | None:
     from azjax import export, zoo
 
     try:
-        path = zoo.path(source.removeprefix("zoo:")) if source.startswith("zoo:") else source
-        model, params, _ = export.load_model(path)
+        if source.startswith("zoo:"):
+            model, params, _ = zoo.load(source.removeprefix("zoo:"))
+        else:
+            model, params, _ = export.load_model(source)
     except (ValueError, OSError) as err:
         raise ConfigError(f"train.init_from={source!r}: {err}") from None
     expected = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
@@ -249,9 +251,9 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     reanalyse = make_reanalyse(game, evaluate, config.search, reanalysed, value_mix)
     replicated, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
 
-    def init(key: Array, start: Params | None = None) -> TrainState:
+    def init(key: Array, first: Params | None = None) -> TrainState:
         params_key, play_key, key = jax.random.split(key, 3)
-        params = init_params(network, game, params_key) if start is None else start
+        params = init_params(network, game, params_key) if first is None else first
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),

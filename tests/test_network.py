@@ -158,3 +158,26 @@ def test_norm_none_starts_every_block_as_the_identity_and_trains_its_gain():
     params["params"]["_ResidualBlock_0"]["gain"] = jnp.ones(8)  # a trained gain: blocks count
     moved = deep.apply(params, obs)[1] - shallow.apply({"params": bare}, obs)[1]
     assert float(jnp.abs(moved).max()) > 1e-4
+
+
+def test_cpu_convolution_matches_the_native_one_in_values_and_gradients():
+    """On the CPU `_Conv3x3` runs the native convolution forward with im2col's gradients; both
+    must equal the native convolution's own (inside a scan, where the training step runs it)."""
+    from azjax.network import _cpu_conv, _native_conv
+
+    x = jax.random.normal(jax.random.key(0), (3, 6, 7, 5))
+    kernel = jax.random.normal(jax.random.key(1), (3, 3, 5, 4))
+    target = jax.random.normal(jax.random.key(2), (3, 6, 7, 4))
+
+    def loss(conv, x, kernel):
+        def step(carry, _):
+            return carry, jnp.sum((conv(x, kernel) - target) ** 2 * carry)
+
+        return jax.lax.scan(step, 1.0, None, length=2)[1].sum()
+
+    grads = jax.value_and_grad(loss, argnums=(1, 2))
+    ours = jax.jit(grads, static_argnums=0)(_cpu_conv, x, kernel)
+    native = grads(_native_conv, x, kernel)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(native), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-3)
+    assert float(jnp.abs(native[1][1]).max()) > 1.0  # gradients that could differ
