@@ -458,8 +458,9 @@ def export_onnx(
     The graph computes in float32 whatever `network.dtype` the run trained with. The network
     picks its 3x3 convolution with `lax.platform_dependent`, which jax2onnx cannot lower, so the
     network is traced on the CPU with compile-time evaluation: the platform is resolved while
-    tracing and the CPU form (the native convolution with im2col's gradients, exported as ONNX
-    `Conv` nodes) is exported, over the same parameters. The config, and `card` when given, go into the model's metadata.
+    tracing and the CPU form (the native convolution with im2col's gradients: ONNX `Conv`
+    nodes) is exported, over the same parameters. The config, and `card` when given, go into
+    the model's metadata.
     """
     try:
         from jax2onnx import to_onnx
