@@ -51,6 +51,7 @@ TINY = [
     "eval.every=0",
     "eval.num_games=4",
     "eval.final_num_games=0",
+    "eval.opponents=[random]",
     "checkpoint.every=1",
 ]
 
@@ -195,7 +196,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
 
 
 def test_evaluation_plays_the_configured_openings(monkeypatch):
-    config = load_config(TICTACTOE, [*TINY, "eval.opening_moves=3", "eval.opponents=[random]"])
+    config = load_config(TICTACTOE, [*TINY, "eval.opening_moves=3"])
     trainer = make_trainer(config)
     openings = []
 
