@@ -133,7 +133,7 @@ def test_same_match_results():
 
 def test_train_two_iterations(tmp_path):
     """configs/pgx_tic_tac_toe.yaml trains (tiny)."""
-    overrides = [*TINY, "eval.final_num_games=4", "eval.opponents=[random]"]
+    overrides = [*TINY, "eval.final_num_games=4"]
     config = load_config(ROOT / "configs" / "pgx_tic_tac_toe.yaml", overrides)
     assert config.game.name == "pgx:tic_tac_toe"
     final = train_and_evaluate(config, tmp_path, progress=False)
