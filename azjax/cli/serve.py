@@ -53,9 +53,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"azjax-serve: cannot listen on {args.host}:{args.port}: {err.strerror}")
     port = sock.getsockname()[1]
 
-    import uvicorn
+    import uvicorn  # JAX loads slowly: deferred so that --help answers at once
 
-    from azjax.web.app import create_app
+    from azjax.web.app import create_app  # imports JAX: the same
 
     app = create_app(args.runs, analyse=not args.no_analysis)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def offer(names: str) -> None:
     """Register the comma-separated games (`pgx:<env_id>`, or any name `games.make` knows), so
     the browser lists them."""
-    import games
+    import games  # JAX loads slowly: deferred so that --help answers at once
 
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name not in games.names():

@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
-    from azjax.config import ConfigError, load_config
+    from azjax.config import ConfigError, load_config  # imports JAX: after --help
 
     try:  # configuration errors stop the run before JAX touches a device
         config = load_config(args.config, args.overrides)
@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"azjax-train: configuration error: {err}", file=sys.stderr)
         return 2
 
-    import jax
+    import jax  # after the config is checked: its errors come before JAX starts
 
-    from azjax import parallel
-    from azjax.cli import use_compilation_cache
+    from azjax import parallel  # the same
+    from azjax.cli import use_compilation_cache  # the same
 
     try:
         parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     use_compilation_cache()
     parallel.initialize_distributed()
 
-    from azjax.train import TrainingError, train_and_evaluate
+    from azjax.train import TrainingError, train_and_evaluate  # after the CPU devices are set
 
     devices = jax.devices()
     if jax.process_index() == 0:
@@ -102,7 +102,8 @@ def summary(final: dict, seconds: float, workdir: str) -> str:
             name = key.split("/")[1]
             w, d, lo = (final[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
             lines.append(f"  vs {name}: {value:.1%} won ({w}W {d}D {lo}L)")
-    lines.append(f"  checkpoint: {workdir}/checkpoints (load with agents.make('search:{workdir}'))")
+    hint = f"agents.make('search:{workdir}', game)"
+    lines.append(f"  checkpoint: {workdir}/checkpoints (load with {hint})")
     return "\n".join(lines)
 
 
