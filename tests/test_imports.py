@@ -118,7 +118,9 @@ def test_specs_import_no_jax():
         if isinstance(node, ast.Import)
         for alias in node.names
     } | {
-        (node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
     }
     assert not imported & {"jax", "flax", "numpy", "games", "azjax"}, imported
     assert not graph["azjax.specs"]
