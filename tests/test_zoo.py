@@ -95,7 +95,7 @@ def test_zoo_specs_parse_make_and_refuse():
     for bad, message in [
         ("zoo:", "zoo needs a zoo model NAME"),
         ("zoo:a/b", "zoo needs a zoo model NAME"),
-        ("zoo:c4:0", "zoo needs SIMS >= 1"),
+        ("zoo:c4:0", "zoo needs a positive integer SIMS"),
         ("policy-zoo:c4:5", "policy-zoo needs a zoo model NAME"),
     ]:
         with pytest.raises(ValueError, match=message):

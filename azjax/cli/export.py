@@ -94,20 +94,20 @@ def _source(args: argparse.Namespace) -> str:
 def _card_only(args: argparse.Namespace) -> None:
     from azjax import export, model  # flax, orbax: deferred so that --help answers at once
 
-    path = model.model_file(args.source)
-    if path is None:
+    file = model.model_file(args.source)
+    if file is None:
         raise ValueError(f"--card-only needs a model file or zoo:NAME, not the run {args.source}")
-
+    args.source = str(file)  # zoo:NAME: its file in the zoo's folder
     if args.score_tiebreak is not None:
         raise ValueError(
             "--score-tiebreak is set at export, so that every figure in a card is measured "
             "with it: export the run again"
         )
-    card = export.read_card(path)
+    card = export.read_card(args.source)
     if args.command is not None or args.device is not None:
-        card = export.set_provenance(path, args.command, args.device)
+        card = export.set_provenance(args.source, args.command, args.device)
     if args.simulations is not None:
-        card = export.set_simulations(path, args.simulations)
+        card = export.set_simulations(args.source, args.simulations)
     for path in args.strength:
         try:
             result = json.loads(path.read_text())
@@ -115,10 +115,10 @@ def _card_only(args: argparse.Namespace) -> None:
             raise ValueError(f"--strength {path}: not a readable JSON file ({err})") from None
         if not isinstance(result, dict):
             raise ValueError(f"--strength {path}: expected a JSON object from azjax-eval --json")
-        card = export.record_strength(path, result)
+        card = export.record_strength(args.source, result)
     if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
-        card = export.write_card(path)
-    print(f"wrote {export.card_path(path)}: {export.headline(card)}")
+        card = export.write_card(args.source)
+    print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
 
 
 def _export(args: argparse.Namespace) -> None:
