@@ -21,6 +21,7 @@ import json
 import math
 import pathlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +41,7 @@ from azjax.checkpoint import (
     CheckpointError,
     WorkdirError,
     WorkdirLock,
+    read_config,
     saved_shape,
 )
 from azjax.config import Config, ConfigError, OptimConfig, dump_config
@@ -496,9 +498,28 @@ def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:
     return any(r.get("final") and r.get("iteration") == iteration for r in records)
 
 
+def _first_init_from(config: Config, checkpointer: Checkpointer) -> Config:
+    """`config` with the `train.init_from` its run started from: a resumed run continues from
+    its checkpoint, so another `train.init_from` is ignored, with a warning."""
+    first = read_config(checkpointer.workdir, checkpointer.latest_step()).train.init_from
+    if first == config.train.init_from:
+        return config
+    if jax.process_index() == 0:
+        print(
+            f"warning: train.init_from={config.train.init_from!r} is ignored: the run in "
+            f"{checkpointer.workdir} resumes from its checkpoint, and keeps "
+            f"train.init_from={first!r}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=first))
+
+
 def _train(
     config: Config, workdir: pathlib.Path, checkpointer: Checkpointer, progress: bool
 ) -> dict[str, Any]:
+    if checkpointer.latest_step() is not None:
+        config = _first_init_from(config, checkpointer)
     trainer = make_trainer(config)
     iteration, saved = 0, []
     if checkpointer.latest_step() is not None:
