@@ -277,15 +277,13 @@ def _step_list(text: str) -> list[int]:
 def _checkpoints(workdir: str) -> dict[int, str]:
     """{iteration: path for specs} of a run's checkpoints, or of the models (`azjax-export`
     files) in a folder without checkpoints, by the iteration on each model's card."""
-    from azjax import checkpoint  # flax, mctx, orbax: deferred so that --help answers at once
+    from azjax import checkpoint, export  # flax, orbax: deferred so that --help answers at once
 
     steps = checkpoint.list_steps(workdir)
     if steps:
         return {step: f"{workdir}@{step}" for step in steps}
     models = {}
     for path in sorted(pathlib.Path(workdir).glob(f"*{MODEL_SUFFIX}")):
-        from azjax import export  # flax, mctx, orbax: deferred so that --help answers at once
-
         step = export.read_card(path).get("iteration")
         if not isinstance(step, int) or step in models:
             raise UsageError(
