@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import pathlib
+import re
 import shutil
 import sys
 
@@ -19,6 +20,7 @@ import games
 from azjax import agents, export, model, specs, train, zoo
 from azjax.cli import evaluate, play
 from azjax.cli import export as export_cli
+from azjax.cli.train import summary
 from azjax.config import Config, GameConfig, load_config
 from azjax.network import NetworkConfig
 from azjax.web.app import create_app
@@ -235,3 +237,10 @@ def test_train_init_from_takes_every_kind_of_source(sources):
         overrides = [*tiny, f"train.init_from={text}"]
         config = load_config(ROOT / "configs" / "tictactoe.yaml", overrides)
         assert _same(train.initial_params(config), model.load(text).params), kind
+
+
+def test_the_trainers_closing_hint_loads_the_run(sources):
+    run = sources["run"]
+    hint = re.search(r"load with (agents\.make\(.*\))\)$", summary({"iteration": 2}, 6.0, run))
+    agent = eval(hint.group(1), {"agents": agents, "game": TTT})  # the line as printed
+    assert agent.name == f"search:{run}@2"
