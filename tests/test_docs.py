@@ -55,7 +55,7 @@ def anchors(path: Path) -> set[str]:
 def broken_links(path: Path) -> list[str]:
     """The relative links (and #anchors) of a markdown file that point at nothing."""
     broken = []
-    for number, line in enumerate(_prose_lines(path.read_text(encoding="utf-8")), 1):
+    for line in _prose_lines(path.read_text(encoding="utf-8")):
         for target in LINK.findall(INLINE_CODE.sub("", line)):
             if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # http:, mailto:, ...
                 continue
