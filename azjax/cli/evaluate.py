@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import use_compilation_cache
+from azjax.cli.args import load_game_modules
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 GAME_BATCH = 32  # games a match plays at once unless --batch says otherwise
@@ -408,6 +409,7 @@ def _zoo() -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_game_modules("azjax-eval")
     args = _parser().parse_args(argv)
     for option, value in (("--games", args.games), ("--batch", args.batch)):
         if value is not None and value < 1:

@@ -161,6 +161,9 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from azjax.cli.args import load_game_modules
+
+    load_game_modules("azjax-export")
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
         print("azjax-export: --strength needs --card-only", file=sys.stderr)

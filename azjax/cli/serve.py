@@ -14,10 +14,11 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from azjax.cli.args import port_arg
+from azjax.cli.args import load_game_modules, port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    load_game_modules("azjax-serve")
     parser = argparse.ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", default="runs", help="folder searched for checkpoints (runs)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
