@@ -65,9 +65,24 @@ seed_arg = argparse_type(check_seed, "seed")
 
 
 def _ranges(game: str) -> str:
-    """Game `game`'s size keywords and their ranges, e.g. "rows 2-12, cols 2-12"."""
-    sizes = games.make(game).sizes
-    return ", ".join(f"{key} {low}-{high}" for key, (low, high) in sizes.items())
+    """Game `game`'s size keywords and the values its constructor takes, e.g. "rows 2-12,
+    cols 2-12" or "size 6, 8"."""
+    game_cls = type(games.make(game))
+    parts = []
+    for key, (low, high) in game_cls.sizes.items():
+        runs: list[list[int]] = []
+        for value in range(low, high + 1):
+            try:
+                game_cls(**{key: value})
+            except ValueError:
+                continue
+            if runs and runs[-1][-1] == value - 1:
+                runs[-1].append(value)
+            else:
+                runs.append([value])
+        spans = [f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs]
+        parts.append(f"{key} {', '.join(spans)}")
+    return ", ".join(parts)
 
 
 def parse_size(text: str | None, game: str) -> dict[str, int]:

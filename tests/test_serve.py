@@ -357,12 +357,20 @@ def test_command_line_server_refuses_bad_ports(port):
     assert "--port" in last and "1 to 65535" in last and port in last
 
 
+def test_command_line_server_refuses_a_runs_folder_that_is_not_there(tmp_path):
+    missing = tmp_path / "nonexistent"
+    command = [sys.executable, "scripts/serve.py", "--runs", str(missing), "--port", "0"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "open http" not in proc.stdout
+    assert proc.stderr == f"azjax-serve: --runs {missing}: no such folder\n"
+
+
 def test_command_line_server_names_a_busy_port():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
-        command = [sys.executable, "scripts/serve.py", "--runs", "none", "--port", port]
+        command = [sys.executable, "scripts/serve.py", "--runs", "tests", "--port", port]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert (

@@ -10,6 +10,7 @@ The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,9 @@ from azjax.cli.args import load_game_modules, port_arg
 def main(argv: Sequence[str] | None = None) -> None:
     load_game_modules("azjax-serve")
     parser = argparse.ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", default="runs", help="folder searched for checkpoints (runs)")
+    parser.add_argument(
+        "--runs", help="folder searched for checkpoints (default runs, when there is one)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument(
         "--port",
@@ -38,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="more games to offer besides the registered ones, e.g. pgx:hex (needs azjax[pgx])",
     )
     args = parser.parse_args(argv)
+    if args.runs is not None and not os.path.isdir(args.runs):
+        print(f"azjax-serve: --runs {args.runs}: no such folder", file=sys.stderr)
+        raise SystemExit(2)
     try:
         offer(args.games)
     except (ValueError, ImportError) as err:
@@ -58,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from azjax.web.app import create_app
 
-    app = create_app(args.runs, analyse=not args.no_analysis)
+    app = create_app(args.runs or "runs", analyse=not args.no_analysis)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"azjax: open http://{host}:{port}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
