@@ -4,6 +4,8 @@
     azjax-serve --games pgx:hex        # also offer games beyond the built-in ones
 
 Checkpoints are found in any folder with checkpoints under `--runs` (three levels deep).
+Each game's default opponent is compiled in the background at start-up, and any other one as
+soon as the page chooses it; compilations are kept in JAX's persistent cache.
 The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 """
 
@@ -62,9 +64,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import uvicorn
 
+    from azjax.cli import use_compilation_cache
     from azjax.web.app import create_app
 
-    app = create_app(args.runs or "runs", analyse=not args.no_analysis)
+    use_compilation_cache()  # a restarted server finds its agents compiled
+    app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"azjax: open http://{host}:{port}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
