@@ -65,6 +65,12 @@ seed_arg = argparse_type(check_seed, "seed")
 
 
 def _ranges(game: str) -> str:
+    """Game `game`'s size keywords and their ranges, e.g. "rows 2-12, cols 2-12"."""
+    sizes = games.make(game).sizes
+    return ", ".join(f"{key} {low}-{high}" for key, (low, high) in sizes.items())
+
+
+def _taken(game: str) -> str:
     """Game `game`'s size keywords and the values its constructor takes, e.g. "rows 2-12,
     cols 2-12" or "size 6, 8"."""
     game_cls = type(games.make(game))
@@ -131,7 +137,7 @@ def add_game_arguments(parser: argparse.ArgumentParser, default: str | None = No
         metavar="NAME",
         help=f"the game: {', '.join(names)}" + (f" (default: {default})" if default else ""),
     )
-    sized = [f"{name}: {_ranges(name)}" for name in names if games.make(name).sizes]
+    sized = [f"{name}: {_taken(name)}" for name in names if games.make(name).sizes]
     parser.add_argument(
         "--size",
         metavar="K=V,...",
