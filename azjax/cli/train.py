@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from azjax.cli.args import load_game_modules
+
+    load_game_modules("azjax-train")
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
     from azjax.config import ConfigError, load_config
