@@ -9,7 +9,9 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
 - Players. pgx draws at `init` which player id moves first; azjax's player 0 always moves
   first. The State keeps `first`, pgx's id of player 0: player p is pgx's `p ^ first`.
 - Rewards. pgx's final rewards are reduced to their sign (+1, -1 or 0): backgammon's gammons
-  and the poker games' chip counts become a plain win or loss.
+  become a plain win or loss.
+- Hidden information. Environments where a player holds private state (the poker games) are
+  refused (`HIDDEN_INFORMATION`): the search reads the whole State it is given.
 - Length. `max_game_length` is pgx's own step limit where it has one (Go, the chess and shogi
   games end there) or a bound from the rules (`MAX_GAME_LENGTH`); other environments get
   `DEFAULT_MAX_GAME_LENGTH`. A game still live at `max_game_length` moves, or one that pgx
@@ -64,10 +66,16 @@ MAX_GAME_LENGTH = {
     "gardner_chess": 256,  # pgx
     "chess": 512,  # pgx, after AlphaZero
     "shogi": 512,  # pgx, after AlphaZero
-    "kuhn_poker": 3,  # pass-pass, pass-bet-any or bet-any
-    "leduc_holdem": 8,  # two rounds of at most call (or raise), raise, raise, call
 }
 DEFAULT_MAX_GAME_LENGTH = 1000  # environments without a bound from the rules (backgammon)
+
+# pgx environments of imperfect information, refused until the trainer has a method for them:
+# search steps the State it is given, and pgx's State holds what one player must not see.
+# pgx does not mark them, hence the table.
+HIDDEN_INFORMATION = {
+    "kuhn_poker": "each player's card is private",
+    "leduc_holdem": "each player's private card is hidden from the other",
+}
 
 
 @struct.dataclass
@@ -145,10 +153,15 @@ class PgxGame(Game):
 @functools.cache
 def game_class(env_id: str) -> type[PgxGame]:
     """The game class of pgx environment `env_id` (its `name` is `pgx:<env_id>`); ValueError
-    for an unknown environment or one without exactly two players."""
+    for an unknown environment, one without exactly two players, or one of hidden information."""
     if env_id not in pgx.available_envs():
         raise ValueError(
             f"unknown pgx environment {env_id!r}; expected one of {', '.join(pgx.available_envs())}"
+        )
+    if env_id in HIDDEN_INFORMATION:
+        raise ValueError(
+            f"pgx environment {env_id!r} has hidden information ({HIDDEN_INFORMATION[env_id]}): "
+            "azjax's search would read the opponent's private state"
         )
     env = pgx.make(env_id)
     if env.num_players != 2:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import subprocess
 import sys
 
 import jax
@@ -51,6 +53,45 @@ def test_make_names_and_errors(monkeypatch):
         games.make("pgx:hex", size=9)
     with pytest.raises(ValueError, match="or pgx:<env_id>"):
         games.make("nim")
+
+
+@pytest.mark.parametrize("env_id", ["kuhn_poker", "leduc_holdem"])
+def test_hidden_information_refused(env_id):
+    with pytest.raises(
+        ValueError,
+        match=rf"^pgx environment '{env_id}' has hidden information .*"
+        "would read the opponent's private state$",
+    ) as err:
+        games.make(f"pgx:{env_id}")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["azjax-eval", "--a", "random", "--b", "random", "--game", "pgx:kuhn_poker"],
+        [
+            "azjax-train",
+            "--config",
+            "configs/pgx_tic_tac_toe.yaml",
+            "--workdir",
+            "{tmp}",
+            "game.name=pgx:kuhn_poker",
+        ],
+        ["azjax-serve", "--games", "pgx:kuhn_poker", "--port", "0"],
+    ],
+    ids=["eval", "train", "serve"],
+)
+def test_hidden_information_refused_by_the_command_lines(argv, tmp_path):
+    """Each tool stops with one line naming the environment, exit status 2 (serve: 1)."""
+    bin_dir = os.path.dirname(sys.executable)
+    command = [os.path.join(bin_dir, argv[0]), *(a.format(tmp=tmp_path / "run") for a in argv[1:])]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == (1 if argv[0] == "azjax-serve" else 2), done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'kuhn_poker' has hidden information" in lines[0], done.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_missing_pgx_names_the_extra(monkeypatch):
