@@ -16,10 +16,12 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
   games end there) or a bound from the rules (`MAX_GAME_LENGTH`); other environments get
   `DEFAULT_MAX_GAME_LENGTH`. A game still live at `max_game_length` moves, or one that pgx
   truncates, ends as a draw, so the bound holds for every environment.
-- Chance. pgx steps that roll dice (backgammon) take a key: the State keeps a uint32 `seed`
-  drawn at `init`, and the key of the move after `n` moves is `fold_in(key(seed), n)`. Games
-  are thus reproducible from the `init` key, and search, which steps the same State, foresees
-  the real dice: fine for the deterministic board games, a leak for backgammon.
+- Chance. Backgammon declares its roll (`CHANCE`): the 21 rolls of two dice, a double at
+  1/36 and any other at 2/36. `afterstate` plays a move with pgx and leaves the next turn's
+  dice unrolled (`chance_due`); `step_chance` sets them; `step` draws them with the key
+  `fold_in(key(seed), n)` after `n` moves, `seed` a uint32 drawn at `init`, so games are
+  reproducible from the `init` key while a search, which steps `afterstate` and
+  `step_chance`, never reads a roll to come.
 - Views. Observations are pgx's (already from the mover's view) as float32; a flat one of N
   features is shaped (1, 1, N). `board` is observation plane 0 minus plane 1, signed for
   player 0: the stones in tic_tac_toe, connect_four, hex, othello and go, whose planes 0 and 1
@@ -29,8 +31,10 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -82,7 +86,44 @@ HIDDEN_INFORMATION = {
 class State(core.State):
     env: Any  # the pgx State
     first: Array  # int32: pgx's player id of player 0
-    seed: Array  # uint32: the keys of pgx's chance moves derive from it
+    seed: Array  # uint32: the keys of `step`'s chance outcomes derive from it
+    chance_due: Array  # bool: an afterstate whose chance event (the next roll) is still to come
+
+
+@dataclasses.dataclass(frozen=True)
+class ChanceEvent:
+    """The chance event of a pgx environment: which moves it follows and what each outcome sets."""
+
+    probs: np.ndarray  # float32[C]: the outcomes' probabilities
+    due: Callable[[Any, Any], Array]  # (pgx state before a move, after it) -> bool
+    apply: Callable[[Any, Array], Any]  # (pgx state, int32 outcome) -> the pgx state it makes
+
+
+# Backgammon's roll: the 21 unordered pairs of dice (pgx's faces 0-5), the lower die first.
+_ROLLS = np.array([(a, b) for a in range(6) for b in range(a, 6)], np.int32)
+
+
+def _roll(env: Any, outcome: Array) -> Any:
+    """A backgammon pgx state whose mover has just rolled `_ROLLS[outcome]`, as pgx's turn
+    change sets it."""
+    from pgx import backgammon
+
+    dice = jnp.asarray(_ROLLS)[outcome]
+    return env.replace(
+        _dice=dice,
+        _playable_dice=backgammon._set_playable_dice(dice),
+        _played_dice_num=jnp.int32(0),
+        legal_action_mask=backgammon._legal_action_mask(env._board, dice),
+    )
+
+
+CHANCE = {
+    "backgammon": ChanceEvent(
+        probs=np.where(_ROLLS[:, 0] == _ROLLS[:, 1], 1 / 36, 2 / 36).astype(np.float32),
+        due=lambda before, after: after._turn != before._turn,  # the turn passed: a new roll
+        apply=_roll,
+    ),
+}
 
 
 class PgxGame(Game):
@@ -90,6 +131,8 @@ class PgxGame(Game):
 
     env_id: ClassVar[str]
     pgx_env: ClassVar[Any]  # the pgx Env
+
+    chance: ClassVar[ChanceEvent | None]  # the environment's chance event (`CHANCE`), if any
 
     def __init__(self) -> None:
         example = jax.eval_shape(self.pgx_env.init, jax.random.key(0))
@@ -102,13 +145,39 @@ class PgxGame(Game):
         env_key, seed_key = jax.random.split(key)
         env = self.pgx_env.init(env_key)
         seed = jax.random.bits(seed_key, dtype=jnp.uint32)
-        return self._wrap(env, env.current_player.astype(jnp.int32), seed)
+        return self._wrap(env, env.current_player.astype(jnp.int32), seed, jnp.bool_(False))
 
     def _apply(self, state: State, action: Array) -> State:
         key = jax.random.fold_in(jax.random.key(state.seed), state.env._step_count)
-        return self._wrap(self.pgx_env.step(state.env, action, key), state.first, state.seed)
+        if self.chance is None:
+            env = self.pgx_env.step(state.env, action, key)
+            return self._wrap(env, state.first, state.seed, jnp.bool_(False))
+        after = self._apply_move(state, action)
+        outcome = jax.random.categorical(key, jnp.log(self.chance_probs(after)))
+        return self.step_chance(after, outcome)
 
-    def _wrap(self, env: Any, first: Array, seed: Array) -> State:
+    def _apply_move(self, state: State, action: Array) -> State:
+        # pgx rolls the next turn's dice from the key: any fixed key, the roll is `step_chance`'s.
+        env = self.pgx_env.step(state.env, action, jax.random.key(0))
+        after = self._wrap(env, state.first, state.seed, jnp.bool_(False))
+        due = self.chance.due(state.env, env) & ~after.terminated
+        return after.replace(chance_due=due, legal_action_mask=after.legal_action_mask & ~due)
+
+    def chance_probs(self, afterstate: State) -> Array:
+        if self.chance is None:
+            return super().chance_probs(afterstate)
+        none = jnp.zeros(self.chance_outcomes, jnp.float32).at[0].set(1.0)
+        return jnp.where(afterstate.chance_due, jnp.asarray(self.chance.probs), none)
+
+    def step_chance(self, afterstate: State, outcome: Array | int) -> State:
+        if self.chance is None:
+            return super().step_chance(afterstate, outcome)
+        env = self.chance.apply(afterstate.env, jnp.asarray(outcome, jnp.int32))
+        env = env.replace(observation=self.pgx_env.observe(env))
+        rolled = self._wrap(env, afterstate.first, afterstate.seed, jnp.bool_(False))
+        return core.tree_where(afterstate.chance_due, rolled, afterstate)
+
+    def _wrap(self, env: Any, first: Array, seed: Array, chance_due: Array) -> State:
         """The azjax State of pgx state `env`: players mapped, the length bounded."""
         over = env.terminated | env.truncated | (env._step_count >= self.max_game_length)
         rewards = jnp.where(env.terminated, jnp.sign(env.rewards), 0.0)
@@ -120,6 +189,7 @@ class PgxGame(Game):
             env=env,
             first=first,
             seed=seed,
+            chance_due=chance_due,
         )
 
     def observe(self, state: State) -> Array:
@@ -167,10 +237,13 @@ def game_class(env_id: str) -> type[PgxGame]:
     if env.num_players != 2:
         raise ValueError(f"pgx environment {env_id!r} has {env.num_players} players, not 2")
     title = "Pgx" + "".join(part.capitalize() for part in env_id.replace("-", "_").split("_"))
+    chance = CHANCE.get(env_id)
     namespace = {
         "name": PGX_PREFIX + env_id,
         "env_id": env_id,
         "pgx_env": env,
+        "chance": chance,
+        "chance_outcomes": 1 if chance is None else len(chance.probs),
         "__qualname__": title,
     }
     return type(title, (PgxGame,), {"__module__": __name__, **namespace})
