@@ -26,7 +26,8 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
   features is shaped (1, 1, N). `board` is observation plane 0 minus plane 1, signed for
   player 0: the stones in tic_tac_toe, connect_four, hex, othello and go, whose planes 0 and 1
   are the mover's and the opponent's; a placeholder for the others. Moves are pgx's action
-  numbers. There is no heuristic (0) and no symmetry but the identity.
+  numbers. There is no heuristic (0) and no symmetry but the identity. `svg` is pgx's own
+  drawing of the State.
 """
 
 from __future__ import annotations
@@ -199,6 +200,16 @@ class PgxGame(Game):
         obs = self.observe(state)
         sign = jnp.where(state.current_player == 0, 1, -1)
         return (sign * jnp.sign(obs[..., 0] - obs[..., 1])).astype(jnp.int32)
+
+    def svg(self, state: State | None = None, **options: Any) -> str:
+        """pgx's own drawing of `state` (`games.svg.pgx_svg`): Hex's hexagons, Backgammon's
+        points and dice, without clickable moves or a marked last move. A bare `board` (no
+        state) is drawn as the default grid."""
+        if state is None:
+            return super().svg(state, **options)
+        from games import svg
+
+        return svg.pgx_svg(state.env, f"{self.name} board")
 
     def render(self, state: State) -> str:
         return render_grid(np.asarray(self.board(state)), {1: "X", -1: "O", 0: "."})

@@ -8,6 +8,7 @@ import importlib
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import jax
 import jax.numpy as jnp
@@ -180,3 +181,21 @@ def test_train_two_iterations(tmp_path):
     final = train_and_evaluate(config, tmp_path, progress=False)
     assert final["iteration"] == 2 and final["train/step"] == 8
     assert sum(final[f"eval/random/{r}"] for r in ("wins", "draws", "losses")) == 4
+
+
+def test_svg_is_pgx_drawing():
+    """Hex is drawn as pgx draws it, a rhombus of hexagons (a six-point polygon per cell),
+    Backgammon with its 24 points (polygons) and its checkers (circles); the documents scale
+    (viewBox) and are labelled; a bare board falls back to the grid."""
+    ns = "{http://www.w3.org/2000/svg}"
+    for env_id, cells in (("hex", 121), ("backgammon", 24)):
+        game = games.make(f"pgx:{env_id}")
+        root = ET.fromstring(game.svg(game.init(jax.random.key(0))))
+        assert root.get("aria-label") == f"pgx:{env_id} board" and root.get("viewBox"), env_id
+        polygons = [p.get("points").split() for p in root.iter(f"{ns}polygon")]
+        assert len(polygons) >= cells, env_id
+        if env_id == "hex":
+            assert sum(len(p) == 6 for p in polygons) >= cells
+        else:
+            assert any(True for _ in root.iter(f"{ns}circle"))
+    assert "<rect" in games.make("pgx:hex").svg(board=np.zeros((11, 11), np.int32))
