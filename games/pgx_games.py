@@ -26,8 +26,8 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
   features is shaped (1, 1, N). `board` is observation plane 0 minus plane 1, signed for
   player 0: the stones in tic_tac_toe, connect_four, hex, othello and go, whose planes 0 and 1
   are the mover's and the opponent's; a placeholder for the others. Moves are pgx's action
-  numbers. There is no heuristic (0) and no symmetry but the identity. `svg` is pgx's own
-  drawing of the State.
+  numbers. The heuristic is Backgammon's pip count lead (`HEURISTICS`), 0 for the others;
+  there is no symmetry but the identity. `svg` is pgx's own drawing of the State.
 """
 
 from __future__ import annotations
@@ -117,6 +117,20 @@ def _roll(env: Any, outcome: Array) -> Any:
         legal_action_mask=backgammon._legal_action_mask(env._board, dice),
     )
 
+
+def _pip_lead(env: Any) -> Array:
+    """Backgammon: the opponent's pip count minus the mover's (pgx's board is the mover's view:
+    the mover's checkers positive on points 0-23 run up to 24, the opponent's negative run down
+    to -1, each side's bar 25 pips from home)."""
+    board = env._board
+    points = jnp.arange(24)
+    own = (jnp.maximum(board[:24], 0) * (24 - points)).sum() + 25 * jnp.maximum(board[24], 0)
+    opp = (jnp.maximum(-board[:24], 0) * (points + 1)).sum() + 25 * jnp.maximum(-board[25], 0)
+    return (opp - own).astype(jnp.float32)
+
+
+# An environment's static evaluation from its mover's view, where one is known.
+HEURISTICS: dict[str, Callable[[Any], Array]] = {"backgammon": _pip_lead}
 
 CHANCE = {
     "backgammon": ChanceEvent(
@@ -210,6 +224,15 @@ class PgxGame(Game):
         from games import svg
 
         return svg.pgx_svg(state.env, f"{self.name} board")
+
+    def heuristic(self, state: State, player: Array) -> Array:
+        """The environment's evaluation (`HEURISTICS`: Backgammon's pip count lead) from
+        `player`'s view; 0 where none is known."""
+        evaluate = HEURISTICS.get(self.env_id)
+        if evaluate is None:
+            return super().heuristic(state, player)
+        lead = evaluate(state.env)
+        return jnp.where(player == state.current_player, lead, -lead).astype(jnp.float32)
 
     def render(self, state: State) -> str:
         return render_grid(np.asarray(self.board(state)), {1: "X", -1: "O", 0: "."})

@@ -30,6 +30,20 @@ def test_backgammon_passes_check_game_with_its_roll_declared():
     check_game(game, num_games=4)
 
 
+def test_backgammon_heuristic_is_the_pip_count_lead():
+    """Level at the start; each move (none of these hits) gains its mover the pips it ran, in
+    both players' views."""
+    game = games.make("pgx:backgammon")
+    state = game.init(jax.random.key(0))
+    assert float(game.heuristic(state, 0)) == float(game.heuristic(state, 1)) == 0.0
+    lead = 0.0
+    for _ in range(6):
+        mover, action = int(state.current_player), game.legal_actions(state)[-1]
+        state = game.step(state, action)
+        lead += (1 if mover == 0 else -1) * (action % 6 + 1)  # pgx: action = 6 * source + die
+        assert float(game.heuristic(state, 0)) == -float(game.heuristic(state, 1)) == lead
+
+
 @pytest.mark.parametrize("name", NATIVE)
 def test_native_games_are_deterministic(name):
     game = games.make(name)
