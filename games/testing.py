@@ -427,8 +427,12 @@ def _check_notation(game: Game, states: State) -> None:
 @functools.partial(jax.jit, static_argnums=0)
 def _chance_views(game: Game, states: State, actions: jax.Array) -> tuple[jax.Array, State]:
     """The chance probabilities [T, B, C] of the afterstates of `actions` [T, B] at `states`
-    [T, B], and the States [C, T, B] that each outcome gives there."""
-    after = jax.vmap(jax.vmap(game.afterstate))(states, actions)
+    [T + 1, B], and the States [C, T, B] that each outcome gives there. A deterministic game's
+    afterstates are its next states (checked eagerly in `_check_chance`), not recompiled."""
+    if game.has_chance:
+        after = jax.vmap(jax.vmap(game.afterstate))(_index(states, slice(0, -1)), actions)
+    else:
+        after = _index(states, slice(1, None))
     probs = jax.vmap(jax.vmap(game.chance_probs))(after)
     outcomes = jnp.arange(game.chance_outcomes, dtype=jnp.int32)
     rolled = jax.vmap(lambda o: jax.vmap(jax.vmap(lambda a: game.step_chance(a, o)))(after))(
@@ -446,13 +450,12 @@ def _check_chance(game: Game, actions: np.ndarray, states: State) -> None:
         f"`chance_outcomes` must be a positive int: {outcomes!r}",
     )
     _require(game.has_chance == (outcomes > 1), game, "has_chance must be chance_outcomes > 1")
-    before = _index(states, slice(0, -1))
     probs, rolled = _call(
         game,
         "afterstate, chance_probs and step_chance under jit and vmap",
         _chance_views,
         game,
-        before,
+        states,
         jnp.asarray(actions),
     )
     probs = np.asarray(probs)
@@ -480,6 +483,11 @@ def _check_chance(game: Game, actions: np.ndarray, states: State) -> None:
     t, b = 0, 0
     state, action = _index(states, t, b), int(actions[t, b])
     after = _call(game, "afterstate(state, action) eagerly", game.afterstate, state, action)
+    _require(
+        game.has_chance or _same(after, _index(states, t + 1, b)),
+        game,
+        "afterstate must be step in a game without chance",
+    )
     for outcome in np.flatnonzero(probs[t, b] > 0)[:2].tolist():
         once = _call(game, "step_chance eagerly", game.step_chance, after, outcome)
         _require(
