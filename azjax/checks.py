@@ -70,6 +70,27 @@ def _ranges(game: str) -> str:
     return ", ".join(f"{key} {low}-{high}" for key, (low, high) in sizes.items())
 
 
+def _taken(game: str) -> str:
+    """Game `game`'s size keywords and the values its constructor takes, e.g. "rows 2-12,
+    cols 2-12" or "size 6, 8"."""
+    game_cls = type(games.make(game))
+    parts = []
+    for key, (low, high) in game_cls.sizes.items():
+        runs: list[list[int]] = []
+        for value in range(low, high + 1):
+            try:
+                game_cls(**{key: value})
+            except ValueError:
+                continue
+            if runs and runs[-1][-1] == value - 1:
+                runs[-1].append(value)
+            else:
+                runs.append([value])
+        spans = [f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs]
+        parts.append(f"{key} {', '.join(spans)}")
+    return ", ".join(parts)
+
+
 def parse_size(text: str | None, game: str) -> dict[str, int]:
     """`--size` text such as "rows=6,cols=9" as keyword arguments of game `game` (a name).
 
@@ -116,7 +137,7 @@ def add_game_arguments(parser: argparse.ArgumentParser, default: str | None = No
         metavar="NAME",
         help=f"the game: {', '.join(names)}" + (f" (default: {default})" if default else ""),
     )
-    sized = [f"{name}: {_ranges(name)}" for name in names if games.make(name).sizes]
+    sized = [f"{name}: {_taken(name)}" for name in names if games.make(name).sizes]
     parser.add_argument(
         "--size",
         metavar="K=V,...",

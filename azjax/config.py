@@ -148,7 +148,7 @@ class GateConfig:
     def __post_init__(self) -> None:
         checks = {
             "every": (self.every >= 0, ">= 0"),
-            "games": (self.games >= 2, ">= 2"),
+            "games": (self.games >= 2 and self.games % 2 == 0, "even and >= 2 (equal colours)"),
             "threshold": (0.0 <= self.threshold <= 1.0, "in [0, 1]"),
             "opening_moves": (self.opening_moves >= 0, ">= 0"),
         }

@@ -105,12 +105,21 @@ class RefereeSet:
     def phase(self, ply: int) -> str:
         return next(name for name, lo, hi in self.phases if lo <= ply <= hi)
 
-    def parse(self, data: dict) -> list[Position]:
-        """Positions from the file's JSON layout ({"positions": [{"moves", "scores"}, ...]})."""
+    def parse(self, data: Any) -> list[Position]:
+        """Positions from the file's JSON layout ({"positions": [{"moves", "scores"}, ...]};
+        moves as a list of actions, or as a string of one-digit actions); ValueError naming
+        the first entry that does not fit it."""
+        if not isinstance(data, dict) or not isinstance(data.get("positions"), list):
+            got = f"keys {sorted(data)}" if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f'expected an object with a "positions" list, got {got}')
         out = []
         num_actions = self.game.num_actions
         for i, entry in enumerate(data["positions"]):
-            moves = tuple(int(c) for c in entry["moves"])
+            if not isinstance(entry, dict) or not isinstance(entry.get("scores"), list):
+                raise ValueError(f'position {i}: expected {{"moves": ..., "scores": [...]}}')
+            moves = _moves(entry.get("moves"), num_actions, i)
+            if not all(s is None or _is_int(s) for s in entry["scores"]):
+                raise ValueError(f"position {i}: scores must be integers or null")
             scores = tuple(None if s is None else int(s) for s in entry["scores"])
             if len(scores) != num_actions or all(s is None for s in scores):
                 raise ValueError(f"position {i} ({entry['moves']!r}) has bad scores {scores}")
@@ -138,7 +147,35 @@ def _load(referee: RefereeSet, path: str | None) -> tuple[Position, ...]:
     file = pathlib.Path(path) if path is not None else referee.path
     if not file.is_file():
         raise FileNotFoundError(f"no {referee.label} position set at {file}; run {referee.script}")
-    return tuple(referee.parse(json.loads(file.read_text())))
+    try:
+        positions = tuple(referee.parse(json.loads(file.read_text())))
+        replay(referee.game, positions)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{file}: not a readable JSON position file ({err})") from None
+    except ValueError as err:
+        raise ValueError(f"{file}: {err}") from None
+    return positions
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _moves(moves: Any, num_actions: int, index: int) -> tuple[int, ...]:
+    """A position's move list: a list of actions, or a string of one-digit actions."""
+    if isinstance(moves, str) and all(c in "0123456789" for c in moves):
+        moves = [int(c) for c in moves]
+    if not isinstance(moves, list) or not all(_is_int(m) for m in moves):
+        raise ValueError(
+            f"position {index}: moves {moves!r} are not a list of actions or a string of digits"
+        )
+    for ply, move in enumerate(moves):
+        if not 0 <= move < num_actions:
+            raise ValueError(
+                f"position {index}: move {move} at ply {ply} is illegal "
+                f"(actions are 0 to {num_actions - 1})"
+            )
+    return tuple(moves)
 
 
 CONNECT4 = RefereeSet(
@@ -247,7 +284,13 @@ def replay(game: Game, positions: Sequence[Position]) -> State:
     padded = np.full((len(positions), game.max_game_length), -1, np.int32)
     for i, p in enumerate(positions):
         padded[i, : p.ply] = p.moves
-    states = _replay_fn(game)(jnp.asarray(padded))
+    states, illegal = _replay_fn(game)(jnp.asarray(padded))
+    for i, ply in enumerate(np.asarray(illegal)):
+        if ply >= 0:
+            raise ValueError(
+                f"position {i}: move {positions[i].moves[ply]} at ply {ply} is illegal "
+                f"in {game.name} (moves {list(positions[i].moves)})"
+            )
     labelled = np.array([[s is not None for s in p.scores] for p in positions])
     bad = np.asarray(states.terminated) | np.any(
         labelled != np.asarray(states.legal_action_mask), axis=1
@@ -260,12 +303,21 @@ def replay(game: Game, positions: Sequence[Position]) -> State:
 
 @functools.cache
 def _replay_fn(game: Game):
-    def one(moves: jax.Array) -> State:
-        def body(state: State, move: jax.Array):
-            nxt = game.step(state, move)
-            return jax.tree.map(lambda n, s: jnp.where(move >= 0, n, s), nxt, state), None
+    def one(moves: jax.Array) -> tuple[State, jax.Array]:
+        """The state after `moves` (-1: none), and the ply of the first illegal move (-1)."""
 
-        return jax.lax.scan(body, game.init(jax.random.key(0)), moves)[0]
+        def body(carry: tuple[State, jax.Array], ply_move: tuple[jax.Array, jax.Array]):
+            state, illegal = carry
+            ply, move = ply_move
+            legal = state.legal_action_mask[jnp.maximum(move, 0)] & ~state.terminated
+            illegal = jnp.where((move >= 0) & ~legal & (illegal < 0), ply, illegal)
+            nxt = game.step(state, move)
+            state = jax.tree.map(lambda n, s: jnp.where(move >= 0, n, s), nxt, state)
+            return (state, illegal), None
+
+        plies = jnp.arange(moves.shape[0])
+        start = (game.init(jax.random.key(0)), jnp.int32(-1))
+        return jax.lax.scan(body, start, (plies, moves))[0]
 
     return jax.jit(jax.vmap(one))
 

@@ -2,7 +2,8 @@
 
 This package never imports `azjax`; people use it on its own. `games.register(name, cls)` adds
 a game defined elsewhere; the modules named in the environment variable `AZJAX_GAMES`
-(colon-separated, e.g. `AZJAX_GAMES=my_games.connect3`) are imported before the first
+(separated by colons or commas, e.g. `AZJAX_GAMES=my_games.connect3`; empty names are
+ignored) are imported before the first
 `names()` or `make()`, so that a module registering its games there reaches every azjax
 command line tool.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 from typing import Any
 
 from games import testing
@@ -66,12 +68,17 @@ def register(name: str, cls: type[Game]) -> None:
 
 
 def _load_plugins() -> None:
-    """Import the modules named in AZJAX_GAMES (each registers its games when imported)."""
-    for module in filter(None, os.environ.get(PLUGINS_ENV, "").split(":")):
+    """Import the modules named in AZJAX_GAMES (each registers its games when imported);
+    ValueError naming the first that cannot be imported."""
+    names = re.split(r"[:,]", os.environ.get(PLUGINS_ENV, ""))
+    for module in filter(None, (name.strip() for name in names)):
         try:
-            importlib.import_module(module.strip())
+            importlib.import_module(module)
         except ImportError as err:
-            raise ValueError(f"{PLUGINS_ENV}: cannot import game module {module!r}: {err}") from err
+            raise ValueError(
+                f"{PLUGINS_ENV}: cannot import game module {module!r} ({err}); expected "
+                "importable module names separated by ':' or ','"
+            ) from None
 
 
 def names() -> list[str]:

@@ -15,6 +15,13 @@ transition into this state).
 unchanged with zero rewards, and an illegal (or out-of-range) action makes the mover lose.
 Subclasses implement `_apply`, the effect of a legal action on a live state. Every public
 function is safe to call eagerly in a loop (see `eager_jit`).
+
+Chance. A game with dice sets `chance_outcomes` above 1 and splits a move in two: `afterstate`
+plays the move and stops before the chance event that follows it (the roll), `chance_probs`
+gives the outcomes' probabilities there and `step_chance` applies one. `step` plays both, the
+outcome drawn from a key the State carries. Search steps `afterstate` and `step_chance`, so it
+never reads a roll to come. Deterministic games need nothing: one certain outcome that changes
+nothing, and `afterstate` is `step`.
 """
 
 from __future__ import annotations
@@ -250,7 +257,8 @@ class Game(abc.ABC):
     Subclasses set `name` (a class attribute, read by `games.register`), and `num_actions`,
     `observation_shape`, `max_game_length` in `__init__`, and implement
     `init`, `_apply`, `observe`, `board`, `render`, `symmetries`, `_parse` and `format_action`.
-    A subclass's `init`, `observe` and `board` are wrapped in `eager_jit`, as `step` is here.
+    A subclass's `init`, `observe`, `board`, `chance_probs` and `step_chance` are wrapped in
+    `eager_jit`, as `step` is here.
 
     Everything else particular to a game has a default here, so a new game needs none of it:
     `heuristic` (0), `score` (with `has_score`) and `score_scale`, `players`, `colours`,
@@ -269,10 +277,11 @@ class Game(abc.ABC):
     players: tuple[str, str] = ("Player 1", "Player 2")  # names shown to people
     colours: tuple[str, str] = ("#d1495b", "#2e86ab")  # CSS colours of the players' pieces
     marks: tuple[str, str] = ("X", "O")  # the players' marks in `render`
+    chance_outcomes: ClassVar[int] = 1  # outcomes of the chance event after a move; 1: none
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name in ("init", "observe", "board"):
+        for name in ("init", "observe", "board", "chance_probs", "step_chance"):
             if name in vars(cls):
                 setattr(cls, name, eager_jit(vars(cls)[name]))
 
@@ -314,6 +323,10 @@ class Game(abc.ABC):
 
     @eager_jit
     def _step(self, state: State, action: Array) -> State:
+        return self._ruled(state, action, self._apply)
+
+    def _ruled(self, state: State, action: Array, apply: Callable) -> State:
+        """`apply(state, action)` under the rules every game shares (see `step`)."""
         action = jnp.asarray(action)
         if action.ndim or not jnp.issubdtype(action.dtype, jnp.integer):
             raise TypeError(
@@ -327,7 +340,7 @@ class Game(abc.ABC):
         in_range = (action >= 0) & (action < self.num_actions)
         safe = jnp.clip(action, 0, self.num_actions - 1).astype(jnp.int32)
         legal = in_range & state.legal_action_mask[safe]
-        played = self._apply(state, safe)
+        played = apply(state, safe)
         mover = state.current_player
         forfeit = state.replace(
             terminated=jnp.bool_(True),
@@ -336,6 +349,48 @@ class Game(abc.ABC):
         )
         done = state.replace(rewards=jnp.zeros_like(state.rewards))
         return tree_where(state.terminated, done, tree_where(legal, played, forfeit))
+
+    # -- chance --------------------------------------------------------------------------
+
+    @property
+    def has_chance(self) -> bool:
+        """Whether a move may be followed by a chance event (`chance_outcomes` > 1)."""
+        return self.chance_outcomes > 1
+
+    def afterstate(self, state: State, action: Array | int) -> State:
+        """`step` stopped after the move and before the chance event that follows it, whose
+        outcome is not drawn: `step(state, action)` is `step_chance(afterstate(state, action),
+        o)` for an outcome `o` of `chance_probs`. The rules of `step` hold (a finished game is
+        unchanged, an illegal action loses). Deterministic games: `step`."""
+        if not self.has_chance:
+            return self.step(state, action)
+        self._one_state(state, "for a batch, use jax.vmap(game.afterstate)")
+        if not isinstance(action, jax.core.Tracer):
+            value = self._integer(action)
+            action = np.int32(value if 0 <= value < self.num_actions else -1)
+        return self._afterstate(state, action)
+
+    @eager_jit
+    def _afterstate(self, state: State, action: Array) -> State:
+        return self._ruled(state, action, self._apply_move)
+
+    def _apply_move(self, state: State, action: Array) -> State:
+        """Games with chance: the effect of a legal `action` on a live state, before the chance
+        event (`_apply` is this followed by a drawn outcome)."""
+        raise NotImplementedError(f"{self.name} has chance_outcomes > 1 but no _apply_move")
+
+    def chance_probs(self, afterstate: State) -> Array:
+        """float32[chance_outcomes]: the probabilities of the chance outcomes at `afterstate`,
+        summing to one; all on outcome 0 where no event follows the move (the mover moves
+        again, or the game is over)."""
+        del afterstate
+        return jnp.ones(self.chance_outcomes, jnp.float32)
+
+    def step_chance(self, afterstate: State, outcome: Array | int) -> State:
+        """The State after chance `outcome` (int32) at `afterstate`; with no event due, the
+        afterstate itself."""
+        del outcome
+        return afterstate
 
     # -- for people and tests (host side) ----------------------------------------------
 

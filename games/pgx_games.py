@@ -9,26 +9,33 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
 - Players. pgx draws at `init` which player id moves first; azjax's player 0 always moves
   first. The State keeps `first`, pgx's id of player 0: player p is pgx's `p ^ first`.
 - Rewards. pgx's final rewards are reduced to their sign (+1, -1 or 0): backgammon's gammons
-  and the poker games' chip counts become a plain win or loss.
+  become a plain win or loss.
+- Hidden information. Environments where a player holds private state (the poker games) are
+  refused (`HIDDEN_INFORMATION`): the search reads the whole State it is given.
 - Length. `max_game_length` is pgx's own step limit where it has one (Go, the chess and shogi
   games end there) or a bound from the rules (`MAX_GAME_LENGTH`); other environments get
   `DEFAULT_MAX_GAME_LENGTH`. A game still live at `max_game_length` moves, or one that pgx
   truncates, ends as a draw, so the bound holds for every environment.
-- Chance. pgx steps that roll dice (backgammon) take a key: the State keeps a uint32 `seed`
-  drawn at `init`, and the key of the move after `n` moves is `fold_in(key(seed), n)`. Games
-  are thus reproducible from the `init` key, and search, which steps the same State, foresees
-  the real dice: fine for the deterministic board games, a leak for backgammon.
+- Chance. Backgammon declares its roll (`CHANCE`): the 21 rolls of two dice, a double at
+  1/36 and any other at 2/36. `afterstate` plays a move with pgx and leaves the next turn's
+  dice unrolled (`chance_due`); `step_chance` sets them; `step` draws them with the key
+  `fold_in(key(seed), n)` after `n` moves, `seed` a uint32 drawn at `init`, so games are
+  reproducible from the `init` key while a search, which steps `afterstate` and
+  `step_chance`, never reads a roll to come.
 - Views. Observations are pgx's (already from the mover's view) as float32; a flat one of N
   features is shaped (1, 1, N). `board` is observation plane 0 minus plane 1, signed for
   player 0: the stones in tic_tac_toe, connect_four, hex, othello and go, whose planes 0 and 1
   are the mover's and the opponent's; a placeholder for the others. Moves are pgx's action
-  numbers. There is no heuristic (0) and no symmetry but the identity.
+  numbers. The heuristic is Backgammon's pip count lead (`HEURISTICS`), 0 for the others;
+  there is no symmetry but the identity. `svg` is pgx's own drawing of the State.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -64,17 +71,74 @@ MAX_GAME_LENGTH = {
     "gardner_chess": 256,  # pgx
     "chess": 512,  # pgx, after AlphaZero
     "shogi": 512,  # pgx, after AlphaZero
-    "kuhn_poker": 3,  # pass-pass, pass-bet-any or bet-any
-    "leduc_holdem": 8,  # two rounds of at most call (or raise), raise, raise, call
 }
 DEFAULT_MAX_GAME_LENGTH = 1000  # environments without a bound from the rules (backgammon)
+
+# pgx environments of imperfect information, refused until the trainer has a method for them:
+# search steps the State it is given, and pgx's State holds what one player must not see.
+# pgx does not mark them, hence the table.
+HIDDEN_INFORMATION = {
+    "kuhn_poker": "each player's card is private",
+    "leduc_holdem": "each player's private card is hidden from the other",
+}
 
 
 @struct.dataclass
 class State(core.State):
     env: Any  # the pgx State
     first: Array  # int32: pgx's player id of player 0
-    seed: Array  # uint32: the keys of pgx's chance moves derive from it
+    seed: Array  # uint32: the keys of `step`'s chance outcomes derive from it
+    chance_due: Array  # bool: an afterstate whose chance event (the next roll) is still to come
+
+
+@dataclasses.dataclass(frozen=True)
+class ChanceEvent:
+    """The chance event of a pgx environment: which moves it follows and what each outcome sets."""
+
+    probs: np.ndarray  # float32[C]: the outcomes' probabilities
+    due: Callable[[Any, Any], Array]  # (pgx state before a move, after it) -> bool
+    apply: Callable[[Any, Array], Any]  # (pgx state, int32 outcome) -> the pgx state it makes
+
+
+# Backgammon's roll: the 21 unordered pairs of dice (pgx's faces 0-5), the lower die first.
+_ROLLS = np.array([(a, b) for a in range(6) for b in range(a, 6)], np.int32)
+
+
+def _roll(env: Any, outcome: Array) -> Any:
+    """A backgammon pgx state whose mover has just rolled `_ROLLS[outcome]`, as pgx's turn
+    change sets it."""
+    from pgx import backgammon
+
+    dice = jnp.asarray(_ROLLS)[outcome]
+    return env.replace(
+        _dice=dice,
+        _playable_dice=backgammon._set_playable_dice(dice),
+        _played_dice_num=jnp.int32(0),
+        legal_action_mask=backgammon._legal_action_mask(env._board, dice),
+    )
+
+
+def _pip_lead(env: Any) -> Array:
+    """Backgammon: the opponent's pip count minus the mover's (pgx's board is the mover's view:
+    the mover's checkers positive on points 0-23 run up to 24, the opponent's negative run down
+    to -1, each side's bar 25 pips from home)."""
+    board = env._board
+    points = jnp.arange(24)
+    own = (jnp.maximum(board[:24], 0) * (24 - points)).sum() + 25 * jnp.maximum(board[24], 0)
+    opp = (jnp.maximum(-board[:24], 0) * (points + 1)).sum() + 25 * jnp.maximum(-board[25], 0)
+    return (opp - own).astype(jnp.float32)
+
+
+# An environment's static evaluation from its mover's view, where one is known.
+HEURISTICS: dict[str, Callable[[Any], Array]] = {"backgammon": _pip_lead}
+
+CHANCE = {
+    "backgammon": ChanceEvent(
+        probs=np.where(_ROLLS[:, 0] == _ROLLS[:, 1], 1 / 36, 2 / 36).astype(np.float32),
+        due=lambda before, after: after._turn != before._turn,  # the turn passed: a new roll
+        apply=_roll,
+    ),
+}
 
 
 class PgxGame(Game):
@@ -82,6 +146,8 @@ class PgxGame(Game):
 
     env_id: ClassVar[str]
     pgx_env: ClassVar[Any]  # the pgx Env
+
+    chance: ClassVar[ChanceEvent | None]  # the environment's chance event (`CHANCE`), if any
 
     def __init__(self) -> None:
         example = jax.eval_shape(self.pgx_env.init, jax.random.key(0))
@@ -94,13 +160,39 @@ class PgxGame(Game):
         env_key, seed_key = jax.random.split(key)
         env = self.pgx_env.init(env_key)
         seed = jax.random.bits(seed_key, dtype=jnp.uint32)
-        return self._wrap(env, env.current_player.astype(jnp.int32), seed)
+        return self._wrap(env, env.current_player.astype(jnp.int32), seed, jnp.bool_(False))
 
     def _apply(self, state: State, action: Array) -> State:
         key = jax.random.fold_in(jax.random.key(state.seed), state.env._step_count)
-        return self._wrap(self.pgx_env.step(state.env, action, key), state.first, state.seed)
+        if self.chance is None:
+            env = self.pgx_env.step(state.env, action, key)
+            return self._wrap(env, state.first, state.seed, jnp.bool_(False))
+        after = self._apply_move(state, action)
+        outcome = jax.random.categorical(key, jnp.log(self.chance_probs(after)))
+        return self.step_chance(after, outcome)
 
-    def _wrap(self, env: Any, first: Array, seed: Array) -> State:
+    def _apply_move(self, state: State, action: Array) -> State:
+        # pgx rolls the next turn's dice from the key: any fixed key, the roll is `step_chance`'s.
+        env = self.pgx_env.step(state.env, action, jax.random.key(0))
+        after = self._wrap(env, state.first, state.seed, jnp.bool_(False))
+        due = self.chance.due(state.env, env) & ~after.terminated
+        return after.replace(chance_due=due, legal_action_mask=after.legal_action_mask & ~due)
+
+    def chance_probs(self, afterstate: State) -> Array:
+        if self.chance is None:
+            return super().chance_probs(afterstate)
+        none = jnp.zeros(self.chance_outcomes, jnp.float32).at[0].set(1.0)
+        return jnp.where(afterstate.chance_due, jnp.asarray(self.chance.probs), none)
+
+    def step_chance(self, afterstate: State, outcome: Array | int) -> State:
+        if self.chance is None:
+            return super().step_chance(afterstate, outcome)
+        env = self.chance.apply(afterstate.env, jnp.asarray(outcome, jnp.int32))
+        env = env.replace(observation=self.pgx_env.observe(env))
+        rolled = self._wrap(env, afterstate.first, afterstate.seed, jnp.bool_(False))
+        return core.tree_where(afterstate.chance_due, rolled, afterstate)
+
+    def _wrap(self, env: Any, first: Array, seed: Array, chance_due: Array) -> State:
         """The azjax State of pgx state `env`: players mapped, the length bounded."""
         over = env.terminated | env.truncated | (env._step_count >= self.max_game_length)
         rewards = jnp.where(env.terminated, jnp.sign(env.rewards), 0.0)
@@ -112,6 +204,7 @@ class PgxGame(Game):
             env=env,
             first=first,
             seed=seed,
+            chance_due=chance_due,
         )
 
     def observe(self, state: State) -> Array:
@@ -121,6 +214,25 @@ class PgxGame(Game):
         obs = self.observe(state)
         sign = jnp.where(state.current_player == 0, 1, -1)
         return (sign * jnp.sign(obs[..., 0] - obs[..., 1])).astype(jnp.int32)
+
+    def svg(self, state: State | None = None, **options: Any) -> str:
+        """pgx's own drawing of `state` (`games.svg.pgx_svg`): Hex's hexagons, Backgammon's
+        points and dice, without clickable moves or a marked last move. A bare `board` (no
+        state) is drawn as the default grid."""
+        if state is None:
+            return super().svg(state, **options)
+        from games import svg
+
+        return svg.pgx_svg(state.env, f"{self.name} board")
+
+    def heuristic(self, state: State, player: Array) -> Array:
+        """The environment's evaluation (`HEURISTICS`: Backgammon's pip count lead) from
+        `player`'s view; 0 where none is known."""
+        evaluate = HEURISTICS.get(self.env_id)
+        if evaluate is None:
+            return super().heuristic(state, player)
+        lead = evaluate(state.env)
+        return jnp.where(player == state.current_player, lead, -lead).astype(jnp.float32)
 
     def render(self, state: State) -> str:
         return render_grid(np.asarray(self.board(state)), {1: "X", -1: "O", 0: "."})
@@ -145,19 +257,27 @@ class PgxGame(Game):
 @functools.cache
 def game_class(env_id: str) -> type[PgxGame]:
     """The game class of pgx environment `env_id` (its `name` is `pgx:<env_id>`); ValueError
-    for an unknown environment or one without exactly two players."""
+    for an unknown environment, one without exactly two players, or one of hidden information."""
     if env_id not in pgx.available_envs():
         raise ValueError(
             f"unknown pgx environment {env_id!r}; expected one of {', '.join(pgx.available_envs())}"
+        )
+    if env_id in HIDDEN_INFORMATION:
+        raise ValueError(
+            f"pgx environment {env_id!r} has hidden information ({HIDDEN_INFORMATION[env_id]}): "
+            "azjax's search would read the opponent's private state"
         )
     env = pgx.make(env_id)
     if env.num_players != 2:
         raise ValueError(f"pgx environment {env_id!r} has {env.num_players} players, not 2")
     title = "Pgx" + "".join(part.capitalize() for part in env_id.replace("-", "_").split("_"))
+    chance = CHANCE.get(env_id)
     namespace = {
         "name": PGX_PREFIX + env_id,
         "env_id": env_id,
         "pgx_env": env,
+        "chance": chance,
+        "chance_outcomes": 1 if chance is None else len(chance.probs),
         "__qualname__": title,
     }
     return type(title, (PgxGame,), {"__module__": __name__, **namespace})

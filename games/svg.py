@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
@@ -119,6 +120,22 @@ def to_png(
         with open(path, "wb") as f:
             f.write(data)
     return data
+
+
+def pgx_svg(env_state: Any, label: str = "board") -> str:
+    """pgx's own drawing of a pgx State (`State.to_svg`: Hex's hexagons, Backgammon's points
+    and dice) as a standalone SVG document that scales like `svg_text`'s (a viewBox) and is
+    labelled like it. It has no clickable moves."""
+    text = env_state.to_svg()
+    head = re.match(r"<svg\b[^>]*>", text)
+    if head is None:
+        raise ValueError(f"pgx's drawing is not SVG: {text[:40]!r}")
+    width = re.search(r'\swidth="([\d.]+)"', head.group())
+    height = re.search(r'\sheight="([\d.]+)"', head.group())
+    extra = f' role="img" aria-label="{escape(label)}"'
+    if width and height:
+        extra += f' viewBox="0 0 {_num(float(width[1]))} {_num(float(height[1]))}"'
+    return head.group()[:-1] + extra + ">" + text[head.end() :]
 
 
 # ----------------------------------------------------------------------------- output

@@ -30,7 +30,11 @@ def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) ->
     the State's contract fields and the observation's shape and dtype; games end within
     `max_game_length`; rewards are zero-sum, +-1 or 0, and only on the final transition;
     stepping a finished game is a no-op with zero rewards; an illegal action makes the mover
-    lose; symmetries commute with `step`; notation round-trips; `render` and `svg` give text.
+    lose; symmetries commute with `step`; notation round-trips; `render` and `svg` give text;
+    chance (`chance_outcomes`, one certain outcome for a deterministic game): the outcomes'
+    probabilities at every afterstate sum to one, every outcome is reachable, each outcome
+    gives one State, and every `step` is `step_chance` of `afterstate` with an outcome of
+    positive probability.
     """
     key = jax.random.key(0) if key is None else key
     _check_attributes(game)
@@ -46,6 +50,7 @@ def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) ->
     _check_illegal_action(game, states)
     _check_symmetries(game, init_keys, actions, states, obs)
     _check_notation(game, states)
+    _check_chance(game, actions, states)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -417,3 +422,77 @@ def _check_notation(game: Game, states: State) -> None:
         except IllegalMoveError:
             return
         raise AssertionError(f"{game.name}: parse_action accepted illegal move {text!r}")
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _chance_views(game: Game, states: State, actions: jax.Array) -> tuple[jax.Array, State]:
+    """The chance probabilities [T, B, C] of the afterstates of `actions` [T, B] at `states`
+    [T + 1, B], and the States [C, T, B] that each outcome gives there. A deterministic game's
+    afterstates are its next states (checked eagerly in `_check_chance`), not recompiled."""
+    if game.has_chance:
+        after = jax.vmap(jax.vmap(game.afterstate))(_index(states, slice(0, -1)), actions)
+    else:
+        after = _index(states, slice(1, None))
+    probs = jax.vmap(jax.vmap(game.chance_probs))(after)
+    outcomes = jnp.arange(game.chance_outcomes, dtype=jnp.int32)
+    rolled = jax.vmap(lambda o: jax.vmap(jax.vmap(lambda a: game.step_chance(a, o)))(after))(
+        outcomes
+    )
+    return probs, rolled
+
+
+def _check_chance(game: Game, actions: np.ndarray, states: State) -> None:
+    """The chance contract along the random games: see `check_game`."""
+    outcomes = game.chance_outcomes
+    _require(
+        isinstance(outcomes, int) and outcomes >= 1,
+        game,
+        f"`chance_outcomes` must be a positive int: {outcomes!r}",
+    )
+    _require(game.has_chance == (outcomes > 1), game, "has_chance must be chance_outcomes > 1")
+    probs, rolled = _call(
+        game,
+        "afterstate, chance_probs and step_chance under jit and vmap",
+        _chance_views,
+        game,
+        states,
+        jnp.asarray(actions),
+    )
+    probs = np.asarray(probs)
+    _require(
+        probs.shape == (*actions.shape, outcomes) and probs.dtype == np.float32,
+        game,
+        f"chance_probs must be float32[{outcomes}], got {probs.dtype}{list(probs.shape[2:])}",
+    )
+    _require((probs >= 0).all(), game, "chance_probs has a negative probability")
+    _require(np.allclose(probs.sum(-1), 1.0, atol=1e-5), game, "chance_probs does not sum to one")
+    unreached = np.flatnonzero(~(probs > 0).any(axis=(0, 1)))
+    _require(not len(unreached), game, f"chance outcomes {unreached.tolist()} are never possible")
+    # `step` is one of the outcomes: [C, T, B] where every leaf of the State matches.
+    nxt = _index(states, slice(1, None))
+    match = np.ones((outcomes, *actions.shape), bool)
+    for leaf, want in zip(jax.tree.leaves(rolled), jax.tree.leaves(nxt), strict=True):
+        equal = np.asarray(leaf) == np.asarray(want)[None]
+        match &= equal.reshape((*match.shape, -1)).all(-1)
+    _require(
+        (match & (probs.transpose(2, 0, 1) > 0)).any(0).all(),
+        game,
+        "step(state, action) is not step_chance(afterstate(state, action), outcome) for any "
+        "outcome of positive probability",
+    )
+    t, b = 0, 0
+    state, action = _index(states, t, b), int(actions[t, b])
+    after = _call(game, "afterstate(state, action) eagerly", game.afterstate, state, action)
+    _require(
+        game.has_chance or _same(after, _index(states, t + 1, b)),
+        game,
+        "afterstate must be step in a game without chance",
+    )
+    for outcome in np.flatnonzero(probs[t, b] > 0)[:2].tolist():
+        once = _call(game, "step_chance eagerly", game.step_chance, after, outcome)
+        _require(
+            _same(once, game.step_chance(after, outcome))
+            and _same(once, _index(rolled, outcome, t, b)),
+            game,
+            f"chance outcome {outcome} gives different States (eagerly, again, under jit/vmap)",
+        )

@@ -319,3 +319,37 @@ def test_cli_notes_repeated_games(capsys, tmp_path):
     assert main(["--game", "tictactoe", *argv, "--json", str(out)]) == 0
     assert json.loads(out.read_text())["match"]["distinct_games"] == 2
     assert "2 distinct games of 6" in capsys.readouterr().out
+
+
+def test_cli_refuses_before_drawing_a_progress_bar(capsys):
+    from azjax.cli.evaluate import main
+
+    cases = [
+        (["--round-robin", "random,random"], "agent names must be distinct"),
+        (["--a", "random", "--b", "random", "--opening-moves", "-2"], "--opening-moves"),
+    ]
+    for argv, message in cases:
+        assert main(["--game", "tictactoe", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and "%" not in err, err
+
+
+def test_cli_size_help_lists_only_the_sizes_a_game_takes(capsys):
+    from azjax.cli.evaluate import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "othello: size 6, 8" in " ".join(capsys.readouterr().out.split())
+
+
+def test_cli_warns_of_a_deep_alphabeta_before_playing(capsys):
+    import games
+    from azjax.cli.evaluate import _agent
+
+    connect4, tictactoe = games.make("connect4"), games.make("tictactoe")
+    _agent("alphabeta:12", connect4)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: alphabeta:12" in err and "connect4" in err, err
+    for spec, game in (("alphabeta:4", connect4), ("alphabeta:9", tictactoe)):
+        _agent(spec, game)
+        assert capsys.readouterr().err == "", spec

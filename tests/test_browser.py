@@ -150,3 +150,59 @@ def test_hint_says_it_is_thinking_and_who_answers(browser, server):
     assert seen[0] == ["Thinking (pure MCTS with 200 simulations)…", True, True]
     assert seen[-1][0].startswith("Hint from pure MCTS with 200 simulations: try ")
     assert not page.is_disabled("#hint") and not errors, errors
+
+
+def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server, tmp_path):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server)
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#game", "connect4")
+    labels = page.locator("#opponent option").all_text_contents()
+    assert "zoo: connect4 (solver best move 88%)" in labels, labels
+    assert max(len(label) for label in labels) <= 50, labels
+    select, setup = page.locator("#opponent").bounding_box(), page.locator("#setup").bounding_box()
+    assert select["x"] + select["width"] <= setup["x"] + setup["width"]  # inside the card
+    page.select_option("#opponent", "zoo:connect4")
+    assert page.is_visible("#agent-card")
+    figures = page.locator("#card-figures li").all_text_contents()
+    assert figures[0] == "solver best move 88.0%, result kept 98.3%" and len(figures) > 2
+    page.select_option("#opponent", "random")
+    assert not page.is_visible("#agent-card")
+    page.select_option("#opponent", "zoo:connect4")
+    page.click("#new")
+    page.wait_for_selector("#board svg .move")
+    board, card = page.locator("#board").bounding_box(), page.locator("#agent-card").bounding_box()
+    assert card["x"] >= board["x"] + board["width"]  # beside the board, not under it
+    page.screenshot(path=str(tmp_path / "labels.png"))
+    assert not errors, errors
+
+
+def test_the_first_move_of_an_opponent_says_it_is_compiling(browser, server, monkeypatch):
+    from azjax.web import app
+
+    monkeypatch.setattr(app, "_READY", set())
+    monkeypatch.setattr(app, "warm_in_background", lambda pairs, analyse: None)  # not ahead
+    page = browser.new_page(viewport={"width": 1100, "height": 760})
+    page.goto(server)
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#game", "tictactoe")
+    page.select_option("#opponent", "greedy")
+    page.click("#new")
+    page.wait_for_selector("#board svg .move")
+    page.evaluate(
+        """() => {
+          window.seen = [];
+          const status = document.querySelector('#status');
+          new MutationObserver(() => window.seen.push(status.textContent))
+            .observe(status, {childList: true});
+        }"""
+    )
+    page.locator("#board .move").first.click()
+    page.wait_for_function("document.querySelector('#board').dataset.ply === '2'", timeout=120_000)
+    seen = page.evaluate("window.seen")
+    assert seen[0].startswith("greedy is compiling"), seen
+    page.locator("#board .move").first.click()  # compiled now: it only thinks
+    page.wait_for_function("document.querySelector('#board').dataset.ply === '4'", timeout=120_000)
+    assert "greedy is thinking…" in page.evaluate("window.seen"), page.evaluate("window.seen")

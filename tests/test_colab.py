@@ -5,11 +5,17 @@ stub), `/content/azjax` is this checkout (so the notebook's own test skips the c
 `jax[tpu]` install is skipped, and the training command gets overrides that shrink
 `connect4_tpu.yaml` to a CPU-sized run. The training cell runs twice, as after a disconnect:
 the second run resumes on "Drive".
+
+The cells run in one interpreter that starts, like the Colab kernel before `pip install -e`,
+unable to import azjax: `python -I -S` (no PYTHONPATH, no current folder, no site-packages
+`.pth` files, so no editable-install finder) with only the venv's site-packages folder added
+to `sys.path` for the dependencies. The `!` commands start new processes, as in Colab.
 """
 
 from __future__ import annotations
 
 import json
+import sysconfig
 
 import numpy as np
 from test_multidevice import run
@@ -37,7 +43,11 @@ SHRINK = [  # connect4_tpu.yaml (bfloat16, sharded over 8 devices) at a CPU-size
 RUNNER = r"""
 import json, shlex, subprocess, sys, types
 
-notebook, root, drive, *shrink = sys.argv[1:]
+import importlib.util, pathlib
+
+notebook, root, drive, site_packages, *shrink = sys.argv[1:]
+sys.path.append(site_packages)  # the dependencies; pip's .pth files are read at start-up only
+assert importlib.util.find_spec("azjax") is None, "azjax importable before the notebook ran"
 drive_module = types.SimpleNamespace(mount=lambda path: print("mounted", path))
 namespace, trainings = {"drive": drive_module}, 0
 for cell in json.load(open(notebook))["cells"]:
@@ -65,6 +75,8 @@ for cell in json.load(open(notebook))["cells"]:
         for command in commands:
             print("$", command, flush=True)
             subprocess.run(command, shell=True, check=True)
+import games  # the last cell imported it in this interpreter: from the checkout
+assert pathlib.Path(games.__file__).is_relative_to(root), games.__file__
 print("trainings", trainings)
 """
 
@@ -77,7 +89,9 @@ def test_colab_notebook_trains_resumes_and_evaluates(tmp_path):
     assert "GAMES = 100" in code and "configs/connect4_tpu.yaml" in code
     assert 'pip install -q -e /content/azjax "jax[tpu]' in code  # the one line not run here
 
-    result = run(["-c", RUNNER, str(NOTEBOOK), str(ROOT), str(tmp_path), *SHRINK], devices=8)
+    site_packages = sysconfig.get_paths()["purelib"]
+    args = ["-I", "-S", "-c", RUNNER, str(NOTEBOOK), str(ROOT), str(tmp_path), site_packages]
+    result = run([*args, *SHRINK], devices=8)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "trainings 1" in result.stdout, output

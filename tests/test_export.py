@@ -294,3 +294,31 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     assert onnx.load(fixed).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
     config, params, _ = export.load_model(model_file)
     assert export.check_onnx(fixed, config, params) < 1e-5
+
+
+def test_reexport_refuses_to_overwrite_a_model_without_force(run, tmp_path, capsys):
+    model = tmp_path / "ttt.azjax"
+    assert main([str(run), "--out", str(model)]) == 0
+    figures = {"game": "tictactoe", "agent": "zoo:ttt", "accuracy": {}}
+    figures["accuracy"] = {"positions": 10, "best_move": 0.5, "keeps_result": 0.6}
+    (tmp_path / "solver.json").write_text(json.dumps(figures))
+    assert main(["--card-only", str(model), "--strength", str(tmp_path / "solver.json")]) == 0
+    card = export.read_card(model)
+    capsys.readouterr()
+    assert main([str(run), "--out", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(model) in err and "--force" in err, err
+    assert export.read_card(model) == card  # the filed figures survive
+    assert main([str(run), "--out", str(model), "--force"]) == 0
+    assert not export.read_card(model)["strength"]  # forced: a fresh card
+
+
+def test_strength_file_of_the_wrong_shape_is_named(run, tmp_path, capsys):
+    model = tmp_path / "ttt.azjax"
+    export.export_run(run, model)
+    for name, data in {"x.json": {"not": "an eval"}, "list.json": [1, 2]}.items():
+        (tmp_path / name).write_text(json.dumps(data))
+        assert main(["--card-only", str(model), "--strength", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and name in err and "None" not in err, err
+        assert "not an azjax-eval --json result" in err, err

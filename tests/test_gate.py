@@ -70,5 +70,12 @@ def test_gated_run_logs_the_gate_and_resumes(tmp_path):
 def test_gate_config_refuses_bad_values():
     with pytest.raises(ConfigError, match=r"gate.threshold must be in \[0, 1\], got 1.5"):
         load_config(TICTACTOE, ["gate.threshold=1.5"])
-    with pytest.raises(ConfigError, match=r"gate\.games must be >= 2, got 1"):
+    with pytest.raises(ConfigError, match=r"gate\.games must be even and >= 2 .*, got 1"):
         load_config(TICTACTOE, ["gate.games=1"])
+
+
+def test_gate_games_must_be_even_so_both_play_each_colour_equally():
+    with pytest.raises(
+        ConfigError, match=r"gate\.games must be even and >= 2 \(equal colours\), got 5"
+    ):
+        load_config(TICTACTOE, ["gate.games=5"])

@@ -178,6 +178,32 @@ def test_plugin_module_must_import(monkeypatch):
         games.names()
 
 
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("evaluate", ["--zoo"]),
+        ("play", []),
+        ("serve", ["--port", "0"]),
+        ("train", ["--config", "configs/tictactoe.yaml", "--workdir", "unused"]),
+        ("export", ["unused", "--out", "unused.azjax"]),
+    ],
+)
+def test_a_plugin_module_that_cannot_be_imported_stops_every_command_in_one_line(command, args):
+    env = {**os.environ, games.PLUGINS_ENV: "nonexistent.module"}
+    code = f"import sys; from azjax.cli.{command} import main; sys.exit(main({args!r}))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "'nonexistent.module'" in proc.stderr, proc.stderr
+
+
+def test_empty_plugin_module_names_are_ignored(monkeypatch):
+    for value in (",", ":", " , : ", ""):
+        monkeypatch.setenv(games.PLUGINS_ENV, value)
+        assert "tictactoe" in games.names()
+
+
 def test_train_then_play_in_the_arena_and_the_browser(tmp_path):
     config = load_config(ROOT / "configs" / "tictactoe.yaml", TINY)
     run = tmp_path / "connect3"

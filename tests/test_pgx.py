@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +54,46 @@ def test_make_names_and_errors(monkeypatch):
         games.make("pgx:hex", size=9)
     with pytest.raises(ValueError, match="or pgx:<env_id>"):
         games.make("nim")
+
+
+@pytest.mark.parametrize("env_id", ["kuhn_poker", "leduc_holdem"])
+def test_hidden_information_refused(env_id):
+    with pytest.raises(
+        ValueError,
+        match=rf"^pgx environment '{env_id}' has hidden information .*"
+        "would read the opponent's private state$",
+    ) as err:
+        games.make(f"pgx:{env_id}")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["azjax-eval", "--a", "random", "--b", "random", "--game", "pgx:kuhn_poker"],
+        [
+            "azjax-train",
+            "--config",
+            "configs/pgx_tic_tac_toe.yaml",
+            "--workdir",
+            "{tmp}",
+            "game.name=pgx:kuhn_poker",
+        ],
+        ["azjax-serve", "--games", "pgx:kuhn_poker", "--port", "0"],
+    ],
+    ids=["eval", "train", "serve"],
+)
+def test_hidden_information_refused_by_the_command_lines(argv, tmp_path):
+    """Each tool stops with one line naming the environment: exit status 2 (serve: an error
+    status)."""
+    bin_dir = os.path.dirname(sys.executable)
+    command = [os.path.join(bin_dir, argv[0]), *(a.format(tmp=tmp_path / "run") for a in argv[1:])]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode in ((1, 2) if argv[0] == "azjax-serve" else (2,)), done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'kuhn_poker' has hidden information" in lines[0], done.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_missing_pgx_names_the_extra(monkeypatch):
@@ -139,3 +182,21 @@ def test_train_two_iterations(tmp_path):
     final = train_and_evaluate(config, tmp_path, progress=False)
     assert final["iteration"] == 2 and final["train/step"] == 8
     assert sum(final[f"eval/random/{r}"] for r in ("wins", "draws", "losses")) == 4
+
+
+def test_svg_is_pgx_drawing():
+    """Hex is drawn as pgx draws it, a rhombus of hexagons (a six-point polygon per cell),
+    Backgammon with its 24 points (polygons) and its checkers (circles); the documents scale
+    (viewBox) and are labelled; a bare board falls back to the grid."""
+    ns = "{http://www.w3.org/2000/svg}"
+    for env_id, cells in (("hex", 121), ("backgammon", 24)):
+        game = games.make(f"pgx:{env_id}")
+        root = ET.fromstring(game.svg(game.init(jax.random.key(0))))
+        assert root.get("aria-label") == f"pgx:{env_id} board" and root.get("viewBox"), env_id
+        polygons = [p.get("points").split() for p in root.iter(f"{ns}polygon")]
+        assert len(polygons) >= cells, env_id
+        if env_id == "hex":
+            assert sum(len(p) == 6 for p in polygons) >= cells
+        else:
+            assert any(True for _ in root.iter(f"{ns}circle"))
+    assert "<rect" in games.make("pgx:hex").svg(board=np.zeros((11, 11), np.int32))

@@ -189,13 +189,11 @@ def test_bad_moves_stale_requests_and_finished_games(client):
     bad = post(client, url, {"action": "5", "ply": 0})
     assert bad.status_code == 400 and "'action' must be int" in bad.json()["error"]
     off = post(client, url, {"action": 99, "ply": 0})
-    assert off.status_code == 400 and re.split(
-        r"[;,]\s*", off.json()["error"].split("Legal moves: ")[1].rstrip(".")
-    ) == [str(c) for c in range(1, 10)]
+    assert off.status_code == 400 and "action 99 is not legal here" in off.json()["error"]
     assert post(client, f"/api/games/{gid}/undo", {"ply": 0}).status_code == 409
     view = post(client, url, {"action": 4, "ply": 0}).json()
     taken = post(client, url, {"action": 4, "ply": view["ply"]})
-    assert taken.status_code == 400 and "not legal here" in taken.json()["error"]
+    assert taken.status_code == 400 and "action 4 is not legal here" in taken.json()["error"]
     stale = post(client, url, {"action": 0, "ply": 0})
     assert stale.status_code == 409 and "stale" in stale.json()["error"]
     assert post(client, f"/api/games/{gid}/hint", {"ply": 0}).status_code == 409
@@ -357,12 +355,20 @@ def test_command_line_server_refuses_bad_ports(port):
     assert "--port" in last and "1 to 65535" in last and port in last
 
 
+def test_command_line_server_refuses_a_runs_folder_that_is_not_there(tmp_path):
+    missing = tmp_path / "nonexistent"
+    command = [sys.executable, "-m", "azjax.cli.serve", "--runs", str(missing), "--port", "0"]
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "open http" not in proc.stdout
+    assert proc.stderr == f"azjax-serve: --runs {missing}: no such folder\n"
+
+
 def test_command_line_server_names_a_busy_port():
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
-        command = [sys.executable, "-m", "azjax.cli.serve", "--runs", "none", "--port", port]
+        command = [sys.executable, "-m", "azjax.cli.serve", "--runs", "tests", "--port", port]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert (
@@ -457,3 +463,65 @@ def test_serve_offers_more_games_on_request(runs, monkeypatch):
         assert moved.json()["ply"] == 2  # the move and the agent's reply
     with pytest.raises(ValueError, match="unknown game 'nope'"):
         offer("nope")
+
+
+def test_an_illegal_action_is_named_beside_each_legal_action_and_its_notation(client):
+    view = new_game(client, human=0, seed=1)
+    error = post(client, f"/api/games/{view['id']}/move", {"action": 9, "ply": 0}).json()["error"]
+    assert error.startswith("action 9 is not legal here; legal actions"), error
+    pairs = re.findall(r"(\d+) \((\d+)\)", error)
+    assert pairs == [(str(a), str(a + 1)) for a in range(9)], error
+
+
+def test_the_analysis_says_whose_it_is_and_comes_back_after_undo(runs):
+    path = runs / "group" / "ttt"
+    with TestClient(create_app(str(runs), analyse=True)) as c:
+        for kind, own in (("policy", False), ("search", True)):
+            view = new_game(c, human=1, opponent=f"{kind}:{path}@2", seed=4)
+            first = view["analysis"]
+            assert first["own"] is own and first["played"] == view["moves"][0]["notation"]
+            url = f"/api/games/{view['id']}"
+            moved = post(c, f"{url}/move", {"action": clickable(view)[0], "ply": 1}).json()
+            assert moved["analysis"]["played"] == moved["moves"][-1]["notation"]
+            undone = post(c, f"{url}/undo", {"ply": moved["ply"]}).json()
+            assert undone["ply"] == 1 and undone["analysis"] == first
+            assert c.get(url).json()["analysis"] == first
+
+
+def test_zoo_opponents_have_a_short_label_and_their_whole_record(client):
+    zoo = client.get("/api/options").json()["zoo"]
+    assert zoo, "the shipped zoo is offered"
+    for model in zoo:
+        assert model["label"] and len(model["label"]) <= 30, model
+    connect4 = next(m for m in zoo if m["name"] == "connect4")
+    assert connect4["label"] == "solver best move 88%"  # the first figure on its card
+    assert connect4["strength"].startswith("solver best move 88.0%, result kept 98.3%; vs ")
+
+
+def test_an_opponent_is_compiled_when_chosen_and_said_to_be_ready(monkeypatch):
+    from azjax.web import app
+
+    monkeypatch.setattr(app, "_READY", set())
+    with TestClient(create_app(None, analyse=False)) as c:
+        view = new_game(c, human=0, opponent="greedy", seed=0)
+        assert view["ready"] is False  # its first move here will compile it
+        body = {"game": "tictactoe", "opponent": "greedy"}
+        assert c.post("/api/warm", json=body).status_code == 202
+        deadline = time.monotonic() + 120
+        while c.post("/api/warm", json=body).status_code != 200:
+            assert time.monotonic() < deadline, "never compiled"
+            time.sleep(0.2)
+        assert c.get(f"/api/games/{view['id']}").json()["ready"] is True
+        bad = c.post("/api/warm", json={**body, "opponent": "mcts:99999"})
+        assert bad.status_code == 400 and "unknown opponent" in bad.json()["error"]
+
+
+def test_the_server_compiles_each_games_default_opponent_at_start_up(monkeypatch):
+    from azjax.web import app
+
+    started = []
+    monkeypatch.setattr(app, "warm_in_background", lambda pairs, analyse: started.extend(pairs))
+    create_app(None, warm_up=True)
+    assert {(g.name, spec) for g, spec in started} == {
+        (name, session.default_opponent(games.make(name))) for name in games.names()
+    }

@@ -4,6 +4,7 @@ against independent facts (published opening values, immediate wins, a plain-Pyt
 from __future__ import annotations
 
 import functools
+import json
 
 import jax
 import jax.numpy as jnp
@@ -243,3 +244,35 @@ def test_positions_are_refused_for_another_game(game, positions):
     with pytest.raises(ValueError, match=r"no perfect-play position set.*Connect4"):
         solver.accuracy(games.make("tictactoe"), agents.make("random", game), jax.random.key(0))
     assert solver.referee_for(game) is solver.CONNECT4
+
+
+SCORES = [-2, -1, 0, 1, 0, -1, -2]  # the empty board's
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "not a readable JSON position file"),
+        (b"\xff\xfe\x00binary", "not a readable JSON position file"),
+        (b'[{"moves": "", "scores": []}]', 'expected an object with a "positions" list'),
+        (b'{"positions": [{"moves": "abc", "scores": []}]}', "are not a list of actions"),
+        (b'{"positions": [{"moves": "99", "scores": []}]}', "move 9 at ply 0 is illegal"),
+        (b'{"positions": [{"moves": [0, true], "scores": []}]}', "are not a list of actions"),
+        (b'{"positions": [3]}', 'position 0: expected {"moves"'),
+    ],
+)
+def test_bad_position_files_are_named_in_one_line(tmp_path, capsys, content, message):
+    from azjax.cli.evaluate import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    assert main(["--solver", "random", "--positions", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err and message in err, err
+
+
+def test_a_move_into_a_full_column_is_named_as_illegal(tmp_path):
+    full = {"moves": "0000000", "scores": SCORES}  # the seventh stone in column 0
+    (tmp_path / "full.json").write_text(f'{{"positions": [{json.dumps(full)}]}}')
+    with pytest.raises(ValueError, match=r"full\.json: position 0: move 0 at ply 6 is illegal"):
+        solver.CONNECT4.load(str(tmp_path / "full.json"))

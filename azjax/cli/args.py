@@ -3,6 +3,9 @@ scripts and the browser server (seeds, files, game sizes) are in `azjax.checks`.
 
 from __future__ import annotations
 
+import sys
+
+import games
 from azjax.checks import argparse_type
 
 
@@ -14,3 +17,13 @@ def check_port(value: object, name: str = "port") -> int:
 
 
 port_arg = argparse_type(check_port, "port")
+
+
+def load_game_modules(prog: str) -> None:
+    """Import the game modules named in AZJAX_GAMES before anything else, exiting with
+    status 2 and one line naming the module that cannot be imported."""
+    try:
+        games.names()
+    except ValueError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -31,6 +31,7 @@ from tqdm import tqdm
 import games
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import use_compilation_cache
+from azjax.cli.args import load_game_modules
 from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
@@ -127,7 +128,30 @@ def _agent(spec: str, game):
     """The agent of `spec` for `game`; every agent azjax-eval plays is made here."""
     from azjax import agents  # flax, mctx, orbax: deferred so that --help answers at once
 
-    return agents.make(spec, game)
+    agent = agents.make(spec, game)
+    parsed = agents.parse_spec(spec)
+    if parsed.kind == "alphabeta":
+        _warn_deep_search(game, parsed.number)
+    return agent
+
+
+SLOW_SEARCH = 10**7  # positions per move above which a depth-first search is called slow
+
+
+def _warn_deep_search(game, depth: int) -> None:
+    """One line on stderr when alphabeta:`depth` is likely to take minutes a move: the tree
+    size estimated from the game's legal moves at the start and its depth (alpha-beta with
+    a fair move order searches about b^(3d/4) positions)."""
+    branching = len(game.legal_actions(game.init(jax.random.key(0))))
+    plies = min(depth, game.max_game_length)
+    positions = float(branching) ** (0.75 * plies)
+    if positions > SLOW_SEARCH:
+        print(
+            f"azjax-eval: warning: alphabeta:{depth} searches about {positions:.0e} positions a "
+            f"move in {game.name} ({branching} moves at the start, {plies} plies deep): each "
+            "move can take minutes; a smaller depth is much faster",
+            file=sys.stderr,
+        )
 
 
 def _game(args: argparse.Namespace, specs: list[str]):
@@ -249,6 +273,9 @@ def _round_robin(args: argparse.Namespace) -> Outcome:
         raise UsageError(f"--round-robin needs at least two specs, got {args.round_robin!r}")
     game = _game(args, specs)
     players = [_agent(s, game) for s in specs]
+    names = [p.name for p in players]
+    if len(set(names)) < len(names):
+        raise UsageError(f"--round-robin: agent names must be distinct, got {names}")
     # Pairs in the order the specs were given (each new player meets the earlier ones), so a
     # list from cheap to expensive finishes its cheap matches first.
     pairs = sorted(itertools.combinations(range(len(players)), 2), key=lambda p: (p[1], p[0]))
@@ -388,11 +415,17 @@ def _zoo() -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_game_modules("azjax-eval")
     args = _parser().parse_args(argv)
     for option, value in (("--games", args.games), ("--batch", args.batch)):
         if value is not None and value < 1:
             print(f"azjax-eval: {option} must be >= 1, got {value}", file=sys.stderr)
             return 2
+    if args.opening_moves < 0:
+        print(
+            f"azjax-eval: --opening-moves must be >= 0, got {args.opening_moves}", file=sys.stderr
+        )
+        return 2
     use_compilation_cache()
     try:
         if args.size is not None and args.game is None:

@@ -20,6 +20,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from azjax.cli.args import load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
 
 
@@ -76,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="EVAL.json",
         help="with --card-only: an azjax-eval --json result to file in the card (repeatable)",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing --out (and its card, with any strength figures filed in it)",
+    )
     return parser
 
 
@@ -113,8 +119,14 @@ def _card_only(args: argparse.Namespace) -> None:
             result = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"--strength {path}: not a readable JSON file ({err})") from None
-        if not isinstance(result, dict):
-            raise ValueError(f"--strength {path}: expected a JSON object from azjax-eval --json")
+        if not isinstance(result, dict) or not any(
+            isinstance(result.get(k), dict) for k in ("match", "accuracy")
+        ):
+            got = f"keys {sorted(result)}" if isinstance(result, dict) else type(result).__name__
+            raise ValueError(
+                f"--strength {path}: not an azjax-eval --json result of a match or of --solver "
+                f"(expected a 'match' or 'accuracy' object, got {got})"
+            )
         card = export.record_strength(args.source, result)
     if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
         card = export.write_card(args.source)
@@ -127,6 +139,11 @@ def _export(args: argparse.Namespace) -> None:
     if args.out is None:
         raise ValueError("--out is needed: NAME.azjax, or NAME.onnx with --format onnx")
     source = _source(args)
+    if args.out.exists() and not args.force:
+        raise ValueError(
+            f"{args.out} exists (with any strength figures filed in its card); "
+            "give another --out, or --force to overwrite it"
+        )
     if args.format == "azjax":
         run = parse_source(source)
         if run.kind != "run":
@@ -157,6 +174,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    load_game_modules("azjax-export")
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
         print("azjax-export: --strength needs --card-only", file=sys.stderr)

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import games
 from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
+from azjax.cli.args import load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
 from games import IllegalMoveError
 
@@ -141,6 +142,7 @@ def _epilog() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    load_game_modules("azjax-play")
     parser = argparse.ArgumentParser(
         prog="azjax-play",
         description=__doc__.split("\n\n")[0],

@@ -4,22 +4,28 @@
     azjax-serve --games pgx:hex        # also offer games beyond the built-in ones
 
 Checkpoints are found in any folder with checkpoints under `--runs` (three levels deep).
+Each game's default opponent is compiled in the background at start-up, and any other one as
+soon as the page chooses it; compilations are kept in JAX's persistent cache.
 The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from collections.abc import Sequence
 
-from azjax.cli.args import port_arg
+from azjax.cli.args import load_game_modules, port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    load_game_modules("azjax-serve")
     parser = argparse.ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", default="runs", help="folder searched for checkpoints (runs)")
+    parser.add_argument(
+        "--runs", help="folder searched for checkpoints (default runs, when there is one)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument(
         "--port",
@@ -37,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="more games to offer besides the registered ones, e.g. pgx:hex (needs azjax[pgx])",
     )
     args = parser.parse_args(argv)
+    if args.runs is not None and not os.path.isdir(args.runs):
+        print(f"azjax-serve: --runs {args.runs}: no such folder", file=sys.stderr)
+        raise SystemExit(2)
     try:
         offer(args.games)
     except (ValueError, ImportError) as err:
@@ -55,9 +64,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     import uvicorn  # JAX loads slowly: deferred so that --help answers at once
 
+    from azjax.cli import use_compilation_cache  # imports JAX: the same
     from azjax.web.app import create_app  # imports JAX: the same
 
-    app = create_app(args.runs, analyse=not args.no_analysis)
+    use_compilation_cache()  # a restarted server finds its agents compiled
+    app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"azjax: open http://{host}:{port}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

@@ -10,6 +10,8 @@ import argparse
 import sys
 import time
 
+from azjax.cli.args import load_game_modules
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -36,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_game_modules("azjax-train")
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
     from azjax.config import ConfigError, load_config  # imports JAX: after --help

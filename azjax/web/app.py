@@ -7,11 +7,15 @@
     POST /api/games/{id}/undo         {"ply": int}
     POST /api/games/{id}/hint         {"ply": int} -> an analysis of your position, by the
                                       game's `analyst` (a checkpoint's search, else pure MCTS)
+    POST /api/warm                    {"game", "kwargs", "opponent"} -> compile that opponent
+                                      in the background (the page asks when one is chosen)
 
 `ply` is the number of moves the page has seen; a request made on an older position is refused
 (409) so that two tabs cannot play over each other. Every error is a JSON body
 `{"error": message}` with a 4xx status. Games are independent (one lock each); agents are
-compiled once per (game, spec) and shared by all games.
+compiled once per (game, spec) and shared by all games; `view["ready"]` says whether the
+opponent has moved on this server before (else its first move compiles it), and the server can
+compile the usual opponents ahead (`create_app(warm=True)`).
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import games
-from azjax import checkpoint, export, zoo
+from azjax import agents, checkpoint, export, zoo
 from azjax.checks import check_seed
 from azjax.config import config_to_dict
 from azjax.model import load as load_model
-from azjax.session import Session
+from azjax.session import Advice, Session, default_opponent
 from games import IllegalMoveError, svg
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
@@ -205,8 +209,22 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
     return found
 
 
+def headline_figure(card: dict[str, Any]) -> str:
+    """One strength figure of a model as it plays by default (`zoo:NAME`), for a short label:
+    its first recorded match score, or its solver best-move share ("" when it has none)."""
+    for key, figures in card.get("strength", {}).items():
+        if figures.get("agent") != f"zoo:{card.get('name')}":
+            continue
+        if "score" in figures:
+            return f"{figures['score']:.0%} vs {key.split(' vs ', 1)[-1].split(',', 1)[0]}"
+        if "best_move" in figures:
+            return f"solver best move {figures['best_move']:.0%}"
+    return ""
+
+
 def find_zoo() -> list[dict[str, Any]]:
-    """The zoo's models (azjax.zoo): name, game, kwargs (defaults filled in), strength."""
+    """The zoo's models (azjax.zoo): name, game, kwargs (defaults filled in), a short label
+    (`headline_figure`), the card's whole strength record and the default choice."""
     found = []
     for name in zoo.names():
         try:
@@ -222,6 +240,7 @@ def find_zoo() -> list[dict[str, Any]]:
                 "name": name,
                 "game": game,
                 "kwargs": kwargs,
+                "label": headline_figure(card),
                 "strength": export.headline(card),
                 "default": default,
             }
@@ -267,11 +286,56 @@ def game_kwargs(name: Any, given: Any) -> dict[str, int]:
 
 
 class BrowserGame:
-    """A browser game: a Session, its size keywords and a lock."""
+    """A browser game: a Session, its size keywords, a lock, and the agent's analyses by the
+    number of plies played when each was shown (so that Undo shows the earlier one again)."""
 
     def __init__(self, session: Session, kwargs: dict[str, int]) -> None:
         self.session, self.kwargs = session, kwargs
         self.lock = threading.Lock()
+        self.analyses: dict[int, Advice] = {}
+
+
+_READY: set[tuple[games.Game, str]] = set()  # (game, spec) of agents that have moved here
+_READY_LOCK = threading.Lock()
+
+
+def ready(game: games.Game, spec: str) -> bool:
+    """Whether agent `spec` has moved in `game` on this server (its next move is not compiled)."""
+    return (game, spec) in _READY
+
+
+def mark_ready(session: Session) -> None:
+    if any(p.by == "agent" for p in session.plies):
+        with _READY_LOCK:
+            _READY.add((session.game, session.opponent))
+
+
+def warm(game: games.Game, spec: str, analyse: bool) -> None:
+    """Compile agent `spec` for `game` (and its analysis) by playing its opening move."""
+    if ready(game, spec):
+        return
+    session = Session(game, spec, human=1)
+    session.reply(analyse)
+    mark_ready(session)
+
+
+def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> None:
+    """`warm` each (game, spec) in turn, in a daemon thread; failures are left to the game."""
+
+    def run() -> None:
+        for game, spec in pairs:
+            try:
+                warm(game, spec, analyse)
+            except ValueError:  # an opponent that cannot be made: a new game reports it
+                continue
+
+    threading.Thread(target=run, daemon=True, name="azjax-warm").start()
+
+
+def own_analysis(spec: str) -> bool:
+    """Whether the analysis shown against `spec` is the agent's own search (a network played
+    with search) rather than a separate analysis (`azjax.session.analyst`)."""
+    return agents.parse_spec(spec).kind in ("search", "zoo")
 
 
 def board_svg(session: Session, index: int | None = None, clickable: bool = False) -> str:
@@ -298,12 +362,19 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
     pic = svg.picture(game, state)
     drawn = {s.action for s in pic.shapes if s.action is not None}
     legal = game.legal_actions(state)
+    plies = len(session.plies)
+    if session.analysis is not None:
+        entry.analyses[plies] = session.analysis
+    advice = entry.analyses.get(plies)
     analysis = None
-    if analyse and session.analysis is not None:
+    if analyse and advice is not None:
+        played = next((p.notation for p in reversed(session.plies) if p.by == "agent"), None)
         analysis = {
-            "source": session.analysis.source,
-            "value": session.analysis.value,
-            "moves": [{"move": m, "share": p} for m, p in session.analysis.moves],
+            "source": advice.source,
+            "own": own_analysis(session.opponent),
+            "played": played,
+            "value": advice.value,
+            "moves": [{"move": m, "share": p} for m, p in advice.moves],
         }
     return {
         "id": gid,
@@ -311,6 +382,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         "kwargs": entry.kwargs,
         "opponent": session.opponent,
         "analyst": session.analyst,
+        "ready": ready(game, session.opponent),
         "human": session.human,
         "players": game.players,
         "ply": len(session.plies),
@@ -344,12 +416,20 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
 
 
 def create_app(
-    runs_dir: str | None = None, *, analyse: bool = True, max_games: int = 256
+    runs_dir: str | None = None,
+    *,
+    analyse: bool = True,
+    max_games: int = 256,
+    warm_up: bool = False,
 ) -> Starlette:
     """The server. `runs_dir`: where to look for checkpoints; `analyse`: analyse each agent
-    move (an extra search per move); `max_games`: games kept (the least recently used go)."""
+    move (an extra search per move); `max_games`: games kept (the least recently used go);
+    `warm_up`: compile each game's default opponent at its default size in the background."""
     store: collections.OrderedDict[str, BrowserGame] = collections.OrderedDict()
     store_lock = threading.Lock()
+    if warm_up:
+        pairs = [(games.make(n), default_opponent(games.make(n))) for n in games.names()]
+        warm_in_background(pairs, analyse)
 
     def lookup(request: Request) -> tuple[str, BrowserGame]:
         gid = request.path_params["gid"]
@@ -415,6 +495,7 @@ def create_app(
         def start() -> BrowserGame:
             session = Session(games.make(name, **kwargs), data["opponent"], human, seed)
             session.reply(analyse)
+            mark_ready(session)
             return BrowserGame(session, kwargs)
 
         try:
@@ -446,11 +527,20 @@ def create_app(
                 check_ply(entry, data["ply"])
                 session = entry.session
                 start = len(session.plies)
+                legal = session.game.legal_actions(session.state)
+                if session.human_to_move and data["action"] not in legal:
+                    named = ", ".join(f"{a} ({session.game.format_action(a)})" for a in legal)
+                    raise ApiError(
+                        400,
+                        f"action {data['action']} is not legal here; legal actions "
+                        f"(their notation in brackets): {named}",
+                    )
                 try:
                     session.play(data["action"])
                 except IllegalMoveError as err:
                     raise ApiError(409 if session.over else 400, str(err)) from None
                 session.reply(analyse)
+                mark_ready(session)
                 return view(gid, entry, start, analyse)
 
         return JSONResponse(await run_in_threadpool(play))
@@ -483,6 +573,22 @@ def create_app(
 
         return JSONResponse(await run_in_threadpool(give_hint))
 
+    async def warm_request(request: Request) -> Response:
+        data = fields(
+            await read_json(request), game=(str, True), kwargs=(dict, False), opponent=(str, True)
+        )
+        name = data["game"]
+        kwargs = game_kwargs(name, data.get("kwargs", {}))
+        runs = await run_in_threadpool(find_runs, runs_dir)
+        offered = opponents(runs, name, kwargs)
+        if data["opponent"] not in offered:
+            raise ApiError(400, f"unknown opponent {data['opponent']!r}; offered: {offered}")
+        game = games.make(name, **kwargs)
+        ready_now = ready(game, data["opponent"])
+        if not ready_now:
+            warm_in_background([(game, data["opponent"])], analyse)
+        return JSONResponse({"ready": ready_now}, status_code=200 if ready_now else 202)
+
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
         return JSONResponse({"error": exc.message}, status_code=exc.status)
@@ -499,6 +605,7 @@ def create_app(
         Route("/api/games/{gid}/move", move, methods=["POST"]),
         Route("/api/games/{gid}/undo", undo, methods=["POST"]),
         Route("/api/games/{gid}/hint", hint, methods=["POST"]),
+        Route("/api/warm", warm_request, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {ApiError: api_error, HTTPException: http_error}

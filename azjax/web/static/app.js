@@ -71,8 +71,8 @@ function fillOpponents() {
   let fallback = null; // the zoo's model for this game, else the first baseline
   for (const model of options.zoo) {
     if (model.game !== name || !sameKwargs(model.kwargs, kwargs)) continue;
-    const strength = model.strength === "-" ? "" : ` (${model.strength})`;
-    $("opponent").add(new Option(`zoo: ${model.name}${strength}`, `zoo:${model.name}`));
+    const figure = model.label ? ` (${model.label})` : "";
+    $("opponent").add(new Option(`zoo: ${model.name}${figure}`, `zoo:${model.name}`));
     $("opponent").add(new Option(`zoo policy: ${model.name}`, `policy-zoo:${model.name}`));
     if (model.default) fallback = `zoo:${model.name}`;
   }
@@ -88,6 +88,38 @@ function fillOpponents() {
   }
   const keep = [...$("opponent").options].some((o) => o.value === chosenOpponent);
   $("opponent").value = keep ? chosenOpponent : (fallback ?? options.baselines[0]);
+  opponentChosen();
+}
+
+function zooModel(spec) {
+  const name = spec.replace(/^(policy-)?zoo:/, "");
+  return spec.includes("zoo:") ? options.zoo.find((m) => m.name === name) : undefined;
+}
+
+function showCard(spec) {
+  // The chosen zoo model's strength record, beside the board (the option shows one figure).
+  const model = zooModel(spec);
+  $("agent-card").hidden = !model || model.strength === "-";
+  if ($("agent-card").hidden) return;
+  $("card-title").textContent = `${model.name}: measured strength`;
+  $("card-figures").replaceChildren(...model.strength.split("; ").map((text) => {
+    const li = document.createElement("li");
+    li.textContent = text;
+    return li;
+  }));
+}
+
+function opponentChosen() {
+  // Show its card, and have the server compile it now rather than on its first move.
+  showCard($("opponent").value);
+  const body = { game: $("game").value, kwargs: sizeValues(), opponent: $("opponent").value };
+  api("/api/warm", body).catch(() => {});
+}
+
+function thinking(view) {
+  return view.ready
+    ? `${view.opponent} is thinking…`
+    : `${view.opponent} is compiling (its first move on this server can take half a minute)…`;
 }
 
 function playerName(view, player) {
@@ -109,11 +141,15 @@ function renderEvaluation(view) {
   $("analysis").hidden = !ev;
   if (!ev) return;
   const v = ev.value;
-  $("eval-label").textContent =
-    `${playerName(view, 1 - view.human)}'s position before its move, by ${ev.source}:`;
+  const mover = playerName(view, 1 - view.human);
+  // The agent's own search, or a separate one (a baseline opponent has none to show).
+  $("eval-label").textContent = ev.own
+    ? `${mover}'s position before it played ${ev.played}, by its own search (${ev.source}):`
+    : `${mover}'s position before ${view.opponent} played ${ev.played}, by a separate ` +
+      `analysis (${ev.source}), not by ${view.opponent}:`;
   $("eval-value").textContent = (v >= 0 ? "+" : "") + v.toFixed(2);
   $("eval-bar").style.width = `${Math.round((v + 1) * 50)}%`;
-  $("eval-moves").textContent = "the search favoured " +
+  $("eval-moves").textContent = (ev.own ? "its search favoured " : "that analysis favoured ") +
     ev.moves.map((m) => `${m.move} ${Math.round(m.share * 100)}%`).join(", ");
 }
 
@@ -131,9 +167,7 @@ function renderStatus(view) {
     $("status").textContent = `Game over. You played ${you}.`;
   } else {
     $("result").hidden = true;
-    $("status").textContent = view.to_move === view.human
-      ? `Your move (${you}).`
-      : `${view.opponent} is thinking…`;
+    $("status").textContent = view.to_move === view.human ? `Your move (${you}).` : thinking(view);
   }
 }
 
@@ -203,7 +237,9 @@ async function guarded(work) {
 function newGame() {
   return guarded(async () => {
     $("analysis").hidden = true;
-    $("status").textContent = "Starting…";
+    const known = current && current.ready && current.opponent === $("opponent").value;
+    $("status").textContent = known ? "Starting…"
+      : "Starting… (an opponent's first game on this server compiles it: up to half a minute)";
     const view = await api("/api/games", {
       game: $("game").value,
       kwargs: sizeValues(),
@@ -217,7 +253,7 @@ function newGame() {
 function move(action) {
   return guarded(async () => {
     if (!current || current.over) return;
-    $("status").textContent = `${current.opponent} is thinking…`;
+    $("status").textContent = thinking(current);
     for (const el of $("board").querySelectorAll(".move")) el.classList.add("spent");
     try {
       await render(await api(`/api/games/${current.id}/move`, { action, ply: current.ply }));
@@ -267,7 +303,10 @@ async function start() {
   }
   for (const g of options.games) $("game").add(new Option(TITLES[g.name] || g.name, g.name));
   $("game").addEventListener("change", fillSetup);
-  $("opponent").addEventListener("change", () => (chosenOpponent = $("opponent").value));
+  $("opponent").addEventListener("change", () => {
+    chosenOpponent = $("opponent").value;
+    opponentChosen();
+  });
   $("new").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
   $("hint").addEventListener("click", hint);

@@ -1,0 +1,214 @@
+"""Chance in the game contract (games/core.py) and the search with chance nodes
+(azjax/chance_search.py): pgx's backgammon declares its roll, check_game checks it, and the
+search never reads a roll to come."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("pgx")
+
+import games
+from azjax.chance_search import run_chance_search
+from azjax.search import SearchConfig
+from games.testing import check_game
+from games.tictactoe import TicTacToe
+
+pytestmark = pytest.mark.xdist_group("pgx")
+
+NATIVE = ("tictactoe", "connect4", "othello", "dots_and_boxes", "chain_reaction")
+
+
+def test_backgammon_passes_check_game_with_its_roll_declared():
+    game = games.make("pgx:backgammon")
+    assert game.has_chance and game.chance_outcomes == 21
+    check_game(game, num_games=4)
+
+
+def test_backgammon_heuristic_is_the_pip_count_lead():
+    """Level at the start; each move (none of these hits) gains its mover the pips it ran, in
+    both players' views."""
+    game = games.make("pgx:backgammon")
+    state = game.init(jax.random.key(0))
+    assert float(game.heuristic(state, 0)) == float(game.heuristic(state, 1)) == 0.0
+    lead = 0.0
+    for _ in range(6):
+        mover, action = int(state.current_player), game.legal_actions(state)[-1]
+        state = game.step(state, action)
+        lead += (1 if mover == 0 else -1) * (action % 6 + 1)  # pgx: action = 6 * source + die
+        assert float(game.heuristic(state, 0)) == -float(game.heuristic(state, 1)) == lead
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_native_games_are_deterministic(name):
+    game = games.make(name)
+    state = game.init(jax.random.key(0))
+    action = game.legal_actions(state)[0]
+    after = game.afterstate(state, action)
+    assert not game.has_chance and game.chance_outcomes == 1
+    np.testing.assert_array_equal(game.chance_probs(after), [1.0])
+    for got in (after, game.step_chance(after, 0)):
+        for x, y in zip(
+            jax.tree.leaves(got), jax.tree.leaves(game.step(state, action)), strict=True
+        ):
+            np.testing.assert_array_equal(x, y)
+
+
+class _Coin(TicTacToe):
+    """Tic-Tac-Toe with a coin tossed after every move that changes nothing: a valid chance
+    game, broken below one way at a time."""
+
+    chance_outcomes = 2
+
+    def _apply_move(self, state, action):
+        return self._apply(state, action)
+
+    def chance_probs(self, afterstate):
+        return jnp.float32([0.5, 0.5])
+
+
+class _NotOne(_Coin):
+    def chance_probs(self, afterstate):
+        return jnp.float32([0.5, 0.4])
+
+
+class _Unreachable(_Coin):
+    def chance_probs(self, afterstate):
+        return jnp.float32([1.0, 0.0])
+
+
+class _NotStep(_Coin):
+    def step_chance(self, afterstate, outcome):
+        return afterstate.replace(current_player=1 - afterstate.current_player)
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (_Coin, None),
+        (_NotOne, "chance_probs does not sum to one"),
+        (_Unreachable, r"chance outcomes \[1\] are never possible"),
+        (_NotStep, r"step\(state, action\) is not step_chance"),
+    ],
+)
+def test_check_game_checks_the_chance_contract(cls, message):
+    if message is None:
+        check_game(cls(), num_games=2)
+        return
+    with pytest.raises(AssertionError, match=message):
+        check_game(cls(), num_games=2)
+
+
+def _positions(game: games.Game, num: int, plies: int) -> games.core.State:
+    """`num` backgammon positions after `plies` random moves (the tests' own random play)."""
+
+    def play(key):
+        state = game.init(key)
+        for ply in range(plies):
+            legal = state.legal_action_mask
+            move = jax.random.choice(
+                jax.random.fold_in(key, ply), game.num_actions, p=legal / legal.sum()
+            )
+            state = game.step(state, move)
+        return state
+
+    return jax.jit(jax.vmap(play))(jax.random.split(jax.random.key(5), num))
+
+
+def _linear_evaluator(game: games.Game):
+    """A fixed evaluator whose values depend on the dice in the observation (as a network's
+    do): uniform priors, `tanh` of a random linear function of the observation."""
+    weights = jax.random.normal(jax.random.key(42), (int(np.prod(game.observation_shape)),))
+
+    def evaluate(params, states, key):
+        obs = jax.vmap(game.observe)(states).reshape(states.terminated.shape[0], -1)
+        return jnp.zeros((obs.shape[0], game.num_actions)), jnp.tanh(obs @ weights / 4)
+
+    return evaluate
+
+
+def test_step_reveals_the_roll_and_afterstate_does_not():
+    """The leak's cause: `step` rolls the next turn's dice from the State's seed, so a search
+    that steps the State sees them; `afterstate` leaves them unrolled whatever the seed."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game, 16, 7)
+    other = states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+    # Each game's first legal move that hands the turn over: after the last die of a turn.
+    move = jnp.argmax(states.legal_action_mask, axis=-1)
+    afterstate = jax.vmap(game.afterstate)
+    due = np.asarray(afterstate(states, move).chance_due)
+    assert due.any()
+    dice = np.asarray(jax.vmap(game.step)(states, move).env._dice)
+    other_dice = np.asarray(jax.vmap(game.step)(other, move).env._dice)
+    assert (dice[due] != other_dice[due]).any(axis=-1).any()
+    for x, y in zip(
+        jax.tree.leaves(afterstate(states, move).env),
+        jax.tree.leaves(afterstate(other, move).env),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("explore", [False, True])
+def test_chance_search_does_not_depend_on_the_dice_to_come(explore):
+    """The same positions searched under two dice seeds (the search key the same) give the
+    same moves, policies and values (azjax/search.py, which steps `step`, chooses differently
+    in some of these positions)."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game, 16, 7)
+    other = states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+    config = SearchConfig(algorithm="puct", num_simulations=32)
+    search = jax.jit(
+        functools.partial(
+            run_chance_search,
+            game,
+            _linear_evaluator(game),
+            None,
+            key=jax.random.key(0),
+            config=config,
+            explore=explore,
+        )
+    )
+    a, b = search(states=states), search(states=other)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    legal = np.asarray(states.legal_action_mask)
+    assert legal[np.arange(16), np.asarray(a.action)].all()
+    np.testing.assert_allclose(np.asarray(a.policy).sum(-1), 1.0, rtol=1e-5)
+    assert not np.asarray(a.policy)[~legal].any()
+
+
+@pytest.mark.parametrize(
+    ("moves", "best"),
+    [((0, 3, 1, 4), 2), ((0, 3, 8, 4), 5)],
+    ids=["win", "block"],
+)
+def test_chance_search_signs_on_a_deterministic_game(moves, best):
+    """On Tic-Tac-Toe (one certain outcome) the search with chance nodes takes a win and blocks
+    a loss: rewards and discounts are in the mover's view."""
+    game = games.make("tictactoe")
+    state = game.init(jax.random.key(0))
+    for move in moves:
+        state = game.step(state, move)
+
+    def uniform(params, states, key):
+        return jnp.zeros((states.terminated.shape[0], game.num_actions)), jnp.zeros(
+            states.terminated.shape
+        )
+
+    batch = jax.tree.map(lambda x: x[None], state)
+    out = run_chance_search(
+        game,
+        uniform,
+        None,
+        batch,
+        jax.random.key(1),
+        SearchConfig(algorithm="puct", num_simulations=200),
+        explore=False,
+    )
+    assert int(out.action[0]) == best

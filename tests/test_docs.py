@@ -1,0 +1,110 @@
+"""The docs hold together: every relative link in README.md and docs/ resolves, and README is a
+front page. Plain text parsing, no JAX."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README_MAX_LINES = 200
+
+FENCE = re.compile(r"^\s*(```|~~~)")
+INLINE_CODE = re.compile(r"`[^`]*`")
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def _prose_lines(text: str) -> list[str]:
+    """The lines outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: the rendered text lower-cased, punctuation dropped
+    (hyphens and underscores kept), spaces turned into hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link renders as its text
+    text = re.sub(r"<[^>]+>", "", text).lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading anchor of a markdown file, repeated headings numbered as GitHub does."""
+    seen: dict[str, int] = {}
+    result = set()
+    for line in _prose_lines(path.read_text(encoding="utf-8")):
+        match = HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match.group(2))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        result.add(base if count == 0 else f"{base}-{count}")
+    return result
+
+
+def broken_links(path: Path) -> list[str]:
+    """The relative links (and #anchors) of a markdown file that point at nothing."""
+    broken = []
+    for line in _prose_lines(path.read_text(encoding="utf-8")):
+        for target in LINK.findall(INLINE_CODE.sub("", line)):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # http:, mailto:, ...
+                continue
+            file_part, _, anchor = target.partition("#")
+            resolved = (path.parent / file_part).resolve() if file_part else path
+            where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {target}"
+            if not resolved.exists():
+                broken.append(f"{where} (no such file)")
+            elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+                broken.append(f"{where} (no heading #{anchor})")
+    return broken
+
+
+def doc_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_resolves(path: Path):
+    assert broken_links(path) == []
+
+
+def test_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+
+
+def test_slug_follows_github():
+    assert slug("Targets missed, and what they would take") == (
+        "targets-missed-and-what-they-would-take"
+    )
+    assert slug("`dots_and_boxes_cpu`") == "dots_and_boxes_cpu"
+    assert slug("Using an agent: `agents.make`") == "using-an-agent-agentsmake"
+    assert slug("Links to [docs](docs/x.md) & more") == "links-to-docs--more"
+
+
+def test_broken_links_are_caught(tmp_path: Path):
+    (tmp_path / "other.md").write_text("# Other page\n\n## A section\n\n## A section\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Page\n\n"
+        "[fine](other.md#a-section) [second](other.md#a-section-1) [here](#page)\n"
+        "[web](https://example.com/nothing) `[code](missing.md)`\n"
+        "```\n[fenced](missing.md)\n```\n"
+        "[gone](missing.md) [bad anchor](other.md#nowhere) ![img](missing.png) [self](#nope)\n"
+    )
+    assert broken_links(page) == [
+        f"{page}: missing.md (no such file)",
+        f"{page}: other.md#nowhere (no heading #nowhere)",
+        f"{page}: missing.png (no such file)",
+        f"{page}: #nope (no heading #nope)",
+    ]
