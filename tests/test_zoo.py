@@ -156,9 +156,10 @@ def test_browser_server_offers_zoo_models_without_runs():
     with TestClient(create_app(None, analyse=False)) as client:
         options = client.get("/api/options").json()
         assert options["zoo"] == [
-            {"name": "c4", "game": "connect4", "kwargs": {}, "strength": "-", "default": True},
+            {"name": "c4", "game": "connect4", "kwargs": {}, "label": "", "strength": "-"}
+            | {"default": True},
             {
-                **{"name": "tictactoe", "game": "tictactoe", "kwargs": {}},
+                **{"name": "tictactoe", "game": "tictactoe", "kwargs": {}, "label": ""},
                 **{"strength": "-", "default": True},
             },
         ]
