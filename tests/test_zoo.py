@@ -21,7 +21,7 @@ from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, export, session, zoo
+from azjax import agents, export, model, session, zoo
 from azjax.cli import evaluate, play
 from azjax.config import Config, GameConfig
 from azjax.network import NetworkConfig, init_params, make_network
@@ -60,8 +60,8 @@ def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch):
     assert zoo.default(TTT) == "tictactoe" and zoo.default(C4) == "c4"
     assert zoo.default(games.make("othello")) is None
     assert zoo.path("c4") == zoo_dir / "c4.azjax"
-    config, _, card = zoo.load("tictactoe")
-    assert config.game.make() is TTT and card == zoo.card("tictactoe")
+    found = model.load("zoo:tictactoe")
+    assert found.game is TTT and found.card == zoo.card("tictactoe")
     for bad in ("nope", "../models/c4"):
         with pytest.raises(ValueError, match=r"no zoo model .* the zoo has: c4, tictactoe"):
             zoo.path(bad)

@@ -1,7 +1,7 @@
 """The model zoo: trained networks shipped with azjax, ready to play.
 
     azjax.zoo.names()                          # the models, e.g. ["connect4", ...]
-    config, params, card = azjax.zoo.load("connect4")
+    azjax.model.load("zoo:connect4")           # config, network, params, card (azjax.model)
     agents.make("zoo:connect4", game)          # the network with search; policy-zoo:NAME: alone
 
 Each model is `NAME.azjax` in this package's folder (written by `azjax-export`, see
@@ -48,11 +48,6 @@ def path(name: str) -> pathlib.Path:
         there = ", ".join(names()) or "none"
         raise ValueError(f"no zoo model {name!r} in {directory()}; the zoo has: {there}")
     return file
-
-
-def load(name: str) -> tuple[Any, Any, dict[str, Any]]:
-    """(config, params, card) of zoo model `name` (see azjax.export.load_model)."""
-    return export.load_model(path(name))
 
 
 def card(name: str) -> dict[str, Any]:
