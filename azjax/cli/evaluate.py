@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import use_compilation_cache
+from azjax.cli import INTERRUPTED, run, use_compilation_cache
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 GAME_BATCH = 32  # games a match plays at once unless --batch says otherwise
@@ -407,7 +407,11 @@ def _zoo() -> Outcome:
     return {"zoo": [zoo.card(name) for name in zoo.names()]}, lambda: print(zoo.table())
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int | None:
+    return run("azjax-eval", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     for option, value in (("--games", args.games), ("--batch", args.batch)):
         if value is not None and value < 1:
@@ -439,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json is not None and (args.ladder or args.round_robin) is not None:
             kept = f"; the finished matches are in {args.json}"
         print(f"azjax-eval: interrupted{kept}", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     _write_json(args.json, data)  # first: results are kept even if printing fails
     show()
     if args.json is not None:
@@ -451,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
             "games (whole batches); the figures above count those",
             file=sys.stderr,
         )
-        return 130
+        return INTERRUPTED
     return 0
 
 
