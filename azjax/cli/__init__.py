@@ -49,7 +49,7 @@ def bad_input(prog: str, message: str) -> int:
     return BAD_INPUT
 
 
-def run(prog: str, main: Callable[[], int | None]) -> int | None:
+def run_command(prog: str, main: Callable[[], int | None]) -> int | None:
     """Run a command's `main` with the shared handling of SIGINT and SIGTERM; its status.
 
     The first signal raises KeyboardInterrupt (SIGTERM too, so that it keeps what Ctrl-C
@@ -58,7 +58,8 @@ def run(prog: str, main: Callable[[], int | None]) -> int | None:
     teardown: XLA compiles and computes on threads of its own, and a KeyboardInterrupt leaves
     the main thread while they go on; tearing the runtime down under them crashes (SIGSEGV).
     """
-    signals = _Signals()
+    global _signals
+    signals = _signals = _Signals()
     try:
         status: int | str | None = main()
     except KeyboardInterrupt:
@@ -70,12 +71,21 @@ def run(prog: str, main: Callable[[], int | None]) -> int | None:
         status = stop.code
     finally:
         signals.restore()
+        _signals = None
     if signals.received is not None:
         leave(status)
     # registered last, it runs first, before the runtime's own exit callbacks
     atexit.unregister(_stop_teardown_at_once)
     atexit.register(_stop_teardown_at_once)
     return status
+
+
+def check_interrupt() -> None:
+    """KeyboardInterrupt if a command received a signal whose KeyboardInterrupt was dropped
+    (raised inside a destructor or a callback, Python prints and drops it); long loops call it
+    between their steps."""
+    if _signals is not None and _signals.received is not None:
+        raise KeyboardInterrupt
 
 
 def leave(status: int | str | None) -> NoReturn:
@@ -116,6 +126,9 @@ class _Signals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+
+
+_signals: _Signals | None = None  # those of the running command
 
 
 def _stop_teardown_at_once() -> None:

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import INTERRUPTED, run, use_compilation_cache
+from azjax.cli import INTERRUPTED, check_interrupt, run_command, use_compilation_cache
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 GAME_BATCH = 32  # games a match plays at once unless --batch says otherwise
@@ -155,6 +155,17 @@ def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game
     return tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr)
 
 
+def _advance(bar) -> Callable[[int], None]:
+    """The progress callback of a batch loop: the bar moves, then a Ctrl-C whose
+    KeyboardInterrupt was dropped stops the loop."""
+
+    def advance(n: int) -> None:
+        bar.update(n)
+        check_interrupt()
+
+    return advance
+
+
 def _print_results(results) -> None:
     width = max(len(f"{r.name_a} vs {r.name_b}") for r in results)
     print(f"{'match':{width}}  {'W':>5} {'D':>5} {'L':>5}  {'score':>13}  as first   as second")
@@ -218,7 +229,7 @@ def _match(args: argparse.Namespace) -> Outcome:
                 jax.random.key(args.seed),
                 args.opening_moves,
                 args.batch or GAME_BATCH,
-                bar.update,
+                _advance(bar),
             )
     except arena.MatchInterrupted as stop:  # Ctrl-C: the finished batches still count
         result, stopped = stop.result, {"interrupted": True, "planned_games": stop.planned}
@@ -250,7 +261,7 @@ def _rate(args, game, players, pairs, desc: str):
             anchor=players[0].name,
             opening_moves=args.opening_moves,
             batch_size=args.batch or GAME_BATCH,
-            progress=bar.update,
+            progress=_advance(bar),
             on_result=save_partial,
         )
 
@@ -395,7 +406,7 @@ def _solver(args: argparse.Namespace) -> Outcome:
     positions = referee.load(args.positions)
     with _progress(args, len(positions), f"{agent.name} on the solver set", "position") as bar:
         result = solver.accuracy(
-            game, agent, jax.random.key(args.seed), positions, args.batch, bar.update
+            game, agent, jax.random.key(args.seed), positions, args.batch, _advance(bar)
         )
     data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
     return data, lambda: print(f"{agent.name} against perfect play ({game.name}):\n{result}")
@@ -408,7 +419,7 @@ def _zoo() -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int | None:
-    return run("azjax-eval", lambda: _main(argv))
+    return run_command("azjax-eval", lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:

@@ -20,6 +20,8 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from azjax.cli import INTERRUPTED, OK, bad_input, run_command
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -139,16 +141,18 @@ def _export(args: argparse.Namespace) -> None:
             "--simulations and --score-tiebreak are for a model file: ONNX holds the network alone"
         )
     config, params, card = _load(args.source, args.step)
-    export.export_onnx(config, params, args.out, args.batch, card)
-    difference = export.check_onnx(args.out, config, params)
+    difference = export.write_checked_onnx(config, params, args.out, args.batch, card)
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int | None:
+    return run_command("azjax-export", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
-        print("azjax-export: --strength needs --card-only", file=sys.stderr)
-        return 2
+        return bad_input("azjax-export", "--strength needs --card-only")
     from azjax.cli import use_compilation_cache
 
     use_compilation_cache()
@@ -158,9 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _export(args)
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
-        print(f"azjax-export: {err}", file=sys.stderr)
-        return 2
-    return 0
+        return bad_input("azjax-export", str(err))
+    except KeyboardInterrupt:
+        kept = "" if args.out is None else f"; {args.out} is left as it was"
+        print(f"\nazjax-export: interrupted{kept}", file=sys.stderr)
+        return INTERRUPTED
+    return OK
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ files and a final summary. Multi-host clusters are joined automatically (see azj
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 import time
+
+from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,7 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int | None:
+    return run_command("azjax-train", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
     from azjax.config import ConfigError, load_config
@@ -43,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # configuration errors stop the run before JAX touches a device
         config = load_config(args.config, args.overrides)
     except ConfigError as err:
-        print(f"azjax-train: configuration error: {err}", file=sys.stderr)
-        return 2
+        return bad_input("azjax-train", f"configuration error: {err}")
 
     import jax
 
@@ -54,11 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
     except ValueError as err:
-        print(f"azjax-train: --cpu-devices: {err}", file=sys.stderr)
-        return 2
+        return bad_input("azjax-train", f"--cpu-devices: {err}")
     use_compilation_cache()
     parallel.initialize_distributed()
 
+    from azjax.checkpoint import WorkdirError
     from azjax.train import TrainingError, train_and_evaluate
 
     devices = jax.devices()
@@ -68,18 +74,38 @@ def main(argv: list[str] | None = None) -> int:
             f"({jax.process_count()} process(es)), workdir {args.workdir}",
             flush=True,
         )
-    start = time.perf_counter()
-    try:  # CheckpointError, ConfigError and WorkdirError are ValueErrors
+    start, existed = time.perf_counter(), pathlib.Path(args.workdir).exists()
+    try:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
-    except (OSError, ValueError, TrainingError) as err:
+    except (OSError, WorkdirError) as err:  # unusable, or another run's: left as it is
         print(f"azjax-train: {err}", file=sys.stderr)
-        return 1
+        return FAILED
+    except TrainingError as err:
+        _remove_if_empty(args.workdir, existed)
+        print(f"azjax-train: {err}", file=sys.stderr)
+        return FAILED
+    except ValueError as err:  # CheckpointError, ConfigError: what the run was given
+        _remove_if_empty(args.workdir, existed)
+        return bad_input("azjax-train", str(err))
     except KeyboardInterrupt:
         print("azjax-train: interrupted; the newest checkpoint is kept", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+    if final.get("interrupted"):  # its line is printed: interrupted at iteration N; ...
+        return INTERRUPTED
     if jax.process_index() == 0 and not final.get("finished"):
         print(summary(final, time.perf_counter() - start, args.workdir))
-    return 0
+    return OK
+
+
+def _remove_if_empty(workdir: str, existed: bool) -> None:
+    """Remove what a run that failed before its first checkpoint left: an empty checkpoint
+    folder, and the workdir when this command made it and nothing else is in it."""
+    folder = pathlib.Path(workdir)
+    for path in (folder / "checkpoints", *(() if existed else (folder,))):
+        try:
+            path.rmdir()  # only when empty
+        except OSError:
+            return
 
 
 def summary(final: dict, seconds: float, workdir: str) -> str:
