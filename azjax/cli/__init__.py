@@ -11,7 +11,6 @@ and a second signal ends the command at once.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import os
@@ -19,7 +18,8 @@ import pathlib
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
@@ -49,41 +49,50 @@ def bad_input(prog: str, message: str) -> int:
     return BAD_INPUT
 
 
-def run_command(prog: str, main: Callable[[], int | None]) -> int | None:
-    """Run a command's `main` with the shared handling of SIGINT and SIGTERM; its status.
+def run_command(
+    prog: str, main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None
+) -> int | None:
+    """Run a command's `main(argv)` with the shared handling of SIGINT and SIGTERM; its status.
 
     The first signal raises KeyboardInterrupt (SIGTERM too, so that it keeps what Ctrl-C
-    keeps); one escaping `main` is reported in one line as INTERRUPTED. The second signal ends
-    the process at once. Once a signal has been received, the process ends without Python's
-    teardown: XLA compiles and computes on threads of its own, and a KeyboardInterrupt leaves
-    the main thread while they go on; tearing the runtime down under them crashes (SIGSEGV).
+    keeps); one escaping `main` is reported in one line as INTERRUPTED. The second signal, or
+    one after `stopped()`, ends the process at once. Once a KeyboardInterrupt was raised, the
+    process ends without Python's teardown: XLA compiles and computes on threads of its own, a
+    KeyboardInterrupt leaves the main thread while they go on, and tearing the runtime down
+    under them crashes (SIGSEGV). `argv` None (the program's own command line): signals during
+    the teardown that follows end the process at once too.
     """
     global _signals
     signals = _signals = _Signals()
     try:
-        status: int | str | None = main()
+        status: int | str | None = main(argv)
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
         status = INTERRUPTED
     except SystemExit as stop:
         if signals.received is None:
+            signals.restore(leaving=argv is None)
             raise
         status = stop.code
     finally:
-        signals.restore()
         _signals = None
     if signals.received is not None:
         leave(status)
-    # registered last, it runs first, before the runtime's own exit callbacks
-    atexit.unregister(_stop_teardown_at_once)
-    atexit.register(_stop_teardown_at_once)
+    signals.restore(leaving=argv is None)
     return status
 
 
+def stopped() -> int:
+    """Say that the running command stopped on a signal it handled itself (training's loop):
+    another signal ends the process at once. Returns INTERRUPTED."""
+    if _signals is not None:
+        _signals.stopped = True
+    return INTERRUPTED
+
+
 def check_interrupt() -> None:
-    """KeyboardInterrupt if a command received a signal whose KeyboardInterrupt was dropped
-    (raised inside a destructor or a callback, Python prints and drops it); long loops call it
-    between their steps."""
+    """KeyboardInterrupt if the running command received a signal whose KeyboardInterrupt was
+    lost; long loops call it between their steps."""
     if _signals is not None and _signals.received is not None:
         raise KeyboardInterrupt
 
@@ -107,6 +116,7 @@ class _Signals:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.stopped = False
         self._previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
@@ -114,37 +124,33 @@ class _Signals:
                     self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is not None:
+        if self.received is not None or self.stopped:
             leave(INTERRUPTED)
-        if _in_gc_callback(frame):  # raised there, it would be printed and dropped
-            signal.raise_signal(signum)  # again, once the callback has returned
+        if _lost_in(frame):  # again, once out of there
+            again = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+            again.daemon = True
+            again.start()
             return
         self.received = signum
         raise KeyboardInterrupt
 
-    def restore(self) -> None:
+    def restore(self, leaving: bool) -> None:
+        """The handlers from before; when `leaving`, ones that end the process at once."""
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, (lambda signum, frame: leave(INTERRUPTED)) if leaving else handler)
         self._previous = {}
 
 
 _signals: _Signals | None = None  # those of the running command
 
 
-def _stop_teardown_at_once() -> None:
-    """At exit: a signal ends the process at once (a Ctrl-C during the runtime's exit callbacks
-    would otherwise print a KeyboardInterrupt traceback)."""
-    if threading.current_thread() is threading.main_thread():
-        for sig in STOP_SIGNALS:
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, lambda signum, frame: leave(INTERRUPTED))
-
-
-def _in_gc_callback(frame: Any) -> bool:
-    """Whether `frame` runs inside a garbage collector callback (JAX registers one)."""
-    codes = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+def _lost_in(frame: Any) -> bool:
+    """Whether an exception raised in `frame` would be printed and dropped: `frame` runs inside
+    a destructor, a weak reference's callback or a garbage collector callback (JAX has one)."""
+    callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
     while frame is not None:
-        if frame.f_code in codes:
+        code = frame.f_code
+        if code in callbacks or code.co_name == "__del__" or code.co_filename == weakref.__file__:
             return True
         frame = frame.f_back
     return False

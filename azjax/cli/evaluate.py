@@ -419,7 +419,7 @@ def _zoo() -> Outcome:
 
 
 def main(argv: list[str] | None = None) -> int | None:
-    return run_command("azjax-eval", lambda: _main(argv))
+    return run_command("azjax-eval", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:

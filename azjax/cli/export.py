@@ -146,7 +146,7 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int | None:
-    return run_command("azjax-export", lambda: _main(argv))
+    return run_command("azjax-export", _main, argv)
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -142,7 +142,7 @@ def _epilog() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    status = run_command("azjax-play", lambda: _main(argv))
+    status = run_command("azjax-play", _main, argv)
     if status:
         sys.exit(status)
 
@@ -182,14 +182,14 @@ def _main(argv: Sequence[str] | None) -> None:
         game = games.make(args.game, **kwargs)
         args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
-        sys.exit(bad_input("azjax-play", str(err)))
+        sys.exit(bad_input("azjax-play", f"error: {err}"))
     session: Session | None = None
     status = 0
     try:
         try:
             session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
         except ValueError as err:
-            sys.exit(bad_input("azjax-play", str(err)))
+            sys.exit(bad_input("azjax-play", f"error: {err}"))
         colour = sys.stdout.isatty() and not args.no_colour
         run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
     except KeyboardInterrupt:  # Ctrl-C: at the prompt or while the agent thinks

@@ -19,7 +19,7 @@ from azjax.cli.args import port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    status = run_command("azjax-serve", lambda: _main(argv))
+    status = run_command("azjax-serve", _main, argv)
     if status:
         sys.exit(status)
 

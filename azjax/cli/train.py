@@ -11,7 +11,7 @@ import pathlib
 import sys
 import time
 
-from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command
+from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command, stopped
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int | None:
-    return run_command("azjax-train", lambda: _main(argv))
+    return run_command("azjax-train", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -91,7 +91,7 @@ def _main(argv: list[str] | None) -> int:
         print("azjax-train: interrupted; the newest checkpoint is kept", file=sys.stderr)
         return INTERRUPTED
     if final.get("interrupted"):  # its line is printed: interrupted at iteration N; ...
-        return INTERRUPTED
+        return stopped()
     if jax.process_index() == 0 and not final.get("finished"):
         print(summary(final, time.perf_counter() - start, args.workdir))
     return OK
