@@ -90,11 +90,17 @@ class Running:
         return f"\nstdout: {self.out.decode()}\nstderr: {self.err.decode()}"
 
 
-def _cold_cache(tmp_path: pathlib.Path) -> dict[str, str]:
-    """An empty compilation cache: the program is compiled while the signal comes."""
+def _compiling(tmp_path: pathlib.Path) -> dict[str, str]:
+    """An empty compilation cache, and JAX saying what it compiles (see `compiling`)."""
     cache = tmp_path / "jax_cache"
     cache.mkdir()
-    return {"AZJAX_JAX_CACHE": str(cache)}
+    return {"AZJAX_JAX_CACHE": str(cache), "JAX_LOG_COMPILES": "1"}
+
+
+def compiling(run: Running, name: str) -> None:
+    """Wait until XLA compiles the program `name` (seconds, from an empty cache)."""
+    run.wait_for_text(f"Finished jaxpr to MLIR module conversion jit({name})")
+    time.sleep(0.5)
 
 
 def _clean(code: int, err: str) -> None:
@@ -106,9 +112,8 @@ def test_ctrl_c_while_xla_compiles_exits_130_not_a_crash(tmp_path):
     # The signal used to leave the compile running on XLA's threads, and Python's teardown
     # then crashed under it (SIGSEGV, status 139).
     argv = ["-m", "azjax.cli.evaluate", "--game", "tictactoe", "--a", "mcts:16", "--b", "random"]
-    run = Running([*argv, "--games", "2"], env=_cold_cache(tmp_path))
-    run.wait_for_text("0/2")  # the bar is up: the match's program is being traced and compiled
-    time.sleep(1.0)
+    run = Running([*argv, "--games", "2"], env=_compiling(tmp_path))
+    compiling(run, "play")
     run.send(signal.SIGINT)
     code, _out, err = run.finish()
     _clean(code, err)
@@ -133,15 +138,15 @@ def test_sigterm_keeps_a_matchs_finished_batches(tmp_path):
 def test_play_ctrl_c_while_the_agent_thinks(tmp_path):
     save = tmp_path / "game.json"
     argv = ["-m", "azjax.cli.play", "--game", "tictactoe", "--opponent", "mcts:16"]
-    run = Running([*argv, "--save", str(save)], env=_cold_cache(tmp_path), stdin=subprocess.PIPE)
+    run = Running([*argv, "--save", str(save)], env=_compiling(tmp_path), stdin=subprocess.PIPE)
     run.wait_for_text("Your move", "out")
     run.process.stdin.write(b"5\n")
     run.process.stdin.flush()
-    time.sleep(1.0)  # the agent's search is compiling
+    compiling(run, "fn")  # the agent's search
     run.send(signal.SIGINT)
     code, _out, err = run.finish()
     _clean(code, err)
-    assert err.strip() == "Interrupted: the game is left unfinished.", err
+    assert err.strip().splitlines()[-1] == "Interrupted: the game is left unfinished.", err
     assert json.loads(save.read_text())["moves"] == ["5"]
 
 
