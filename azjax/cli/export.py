@@ -164,7 +164,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
         return bad_input("azjax-export", str(err))
     except KeyboardInterrupt:
-        kept = "" if args.out is None else f"; {args.out} is left as it was"
+        onnx = args.format == "onnx" and args.out is not None and not args.card_only
+        kept = f"; {args.out} is left as it was" if onnx else ""
         print(f"\nazjax-export: interrupted{kept}", file=sys.stderr)
         return INTERRUPTED
     return OK
