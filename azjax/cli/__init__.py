@@ -6,7 +6,8 @@ Every command ends with one of four exit statuses. 0: it did its work. 2: bad in
 on stderr before anything is compiled. 1: it failed while working (a workdir in use, a full
 disk, a diverged run, a port in use). 130: Ctrl-C or SIGTERM stopped it; what was finished is
 kept (training's checkpoint, a match's whole batches, a ladder's matches), one line says so,
-and a second signal ends the command at once.
+and a second signal ends the command at once (training first finishes a checkpoint it is
+writing).
 """
 
 from __future__ import annotations
@@ -65,15 +66,21 @@ def run_command(
     global _signals
     signals = _signals = _Signals()
     try:
-        status: int | str | None = main(argv)
+        status = main(argv)
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
         status = INTERRUPTED
     except SystemExit as stop:
+        if signals.received is not None:
+            leave(stop.code)
+        signals.restore(leaving=argv is None)
+        raise
+    except Exception:
         if signals.received is None:
             signals.restore(leaving=argv is None)
             raise
-        status = stop.code
+        print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)  # what it broke off
+        leave(INTERRUPTED)
     finally:
         _signals = None
     if signals.received is not None:
