@@ -20,6 +20,9 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from azjax.cli import INTERRUPTED, OK, bad_input, run_command
+from azjax.cli.args import load_game_modules
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -155,19 +158,19 @@ def _export(args: argparse.Namespace) -> None:
             "--simulations and --score-tiebreak are for a model file: ONNX holds the network alone"
         )
     config, params, card = _load(args.source, args.step)
-    export.export_onnx(config, params, args.out, args.batch, card)
-    difference = export.check_onnx(args.out, config, params)
+    difference = export.write_checked_onnx(config, params, args.out, args.batch, card)
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from azjax.cli.args import load_game_modules
+def main(argv: Sequence[str] | None = None) -> int | None:
+    return run_command("azjax-export", _main, argv)
 
+
+def _main(argv: Sequence[str] | None) -> int:
     load_game_modules("azjax-export")
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
-        print("azjax-export: --strength needs --card-only", file=sys.stderr)
-        return 2
+        return bad_input("azjax-export", "--strength needs --card-only")
     from azjax.cli import use_compilation_cache
 
     use_compilation_cache()
@@ -177,9 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _export(args)
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
-        print(f"azjax-export: {err}", file=sys.stderr)
-        return 2
-    return 0
+        return bad_input("azjax-export", str(err))
+    except KeyboardInterrupt:
+        onnx = args.format == "onnx" and args.out is not None and not args.card_only
+        kept = f"; {args.out} is left as it was" if onnx else ""
+        print(f"\nazjax-export: interrupted{kept}", file=sys.stderr)
+        return INTERRUPTED
+    return OK
 
 
 if __name__ == "__main__":
