@@ -22,7 +22,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 # make train [CONFIG=configs/X.yaml] [WORKDIR=runs/X] [ARGS="dotted.key=value ..."]
 train: $(VENV)/.installed
-	$(PY) scripts/train.py --config $(CONFIG) --workdir $(WORKDIR) $(ARGS)
+	$(VENV)/bin/azjax-train --config $(CONFIG) --workdir $(WORKDIR) $(ARGS)
 
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

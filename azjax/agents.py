@@ -20,9 +20,7 @@ The move function `Agent.fn` is built once per (game, settings) and cached, so j
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -31,18 +29,15 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from azjax import health
-from azjax.search import Evaluator, SearchConfig, run_search
-from games.core import Game, State
+from azjax import health, model
+from azjax.search import Evaluator, SearchConfig, network_evaluator, run_search
+from azjax.specs import Spec, parse_spec
+from games.core import Game, State, random_legal_action
 
 Array = jax.Array
 Params = Any
 MoveFn = Callable[[Params, State, Array], Array]
 
-SPEC_HELP = (
-    "random, greedy, alphabeta:DEPTH, mcts:SIMS, policy:WORKDIR[@STEP], "
-    "search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS], zoo:NAME[:SIMS] or policy-zoo:NAME"
-)
 ANALYSIS_SIMULATIONS = 200  # pure-MCTS simulations behind `analyse` for baseline specs
 WIN = 1e6  # value of a won terminal position; heuristic evaluations stay far below it
 
@@ -56,13 +51,19 @@ class Agent:
     name: str = flax.struct.field(pytree_node=False, default="")
 
     def __call__(self, state: State, key: Array) -> Array:
+        check_unbatched(state, f"agent {self.name}".rstrip())
         return self.fn(self.params, state, key)
 
 
-def random_legal_action(key: Array, legal: Array) -> Array:
-    """A uniformly random legal action (0 when none is legal)."""
-    logits = jnp.where(legal, 0.0, -jnp.inf)
-    return jnp.where(legal.any(), jax.random.categorical(key, logits), 0).astype(jnp.int32)
+def check_unbatched(state: State, who: str) -> None:
+    """Refuse a batch of states (ValueError naming `who`): agents and analyses take one state,
+    and a batch would fail deep inside with a broadcasting error. Static shapes: works in jit."""
+    shape = jnp.shape(state.current_player)
+    if shape:
+        raise ValueError(
+            f"{who} takes one unbatched State, got a batch of shape {shape}: "
+            "vmap it over the batch (jax.vmap(agent)(states, keys))"
+        )
 
 
 def _random_best(key: Array, values: Array, legal: Array) -> Array:
@@ -313,8 +314,6 @@ def _policy_fn(game: Game, network: Any) -> MoveFn:
 
 @functools.cache
 def _network_evaluator(network: Any, score_tiebreak: float = 0.0) -> Evaluator:
-    from azjax.search import network_evaluator
-
     return network_evaluator(network, score_tiebreak)
 
 
@@ -334,139 +333,21 @@ def search_agent(
 # ----------------------------------------------------------------------------- specs
 
 
-@dataclasses.dataclass(frozen=True)
-class Spec:
-    """A parsed agent spec."""
-
-    kind: str  # random | greedy | alphabeta | mcts | policy | search | zoo | policy-zoo
-    number: int | None = None  # depth, or simulations
-    workdir: str | None = None
-    step: int | None = None
-    model: str | None = None  # a zoo model's name
-
-
-_NUMBER_KINDS = {"alphabeta": "DEPTH", "mcts": "SIMS"}
-
-
-def parse_spec(spec: str) -> Spec:
-    """Parse an agent spec; ValueError naming the bad part and the accepted forms."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"bad agent spec {spec!r}: expected {SPEC_HELP}")
-    text = spec.strip()
-    kind, _, rest = text.partition(":")
-
-    def bad(why: str) -> ValueError:
-        return ValueError(f"bad agent spec {spec!r}: {why}; expected {SPEC_HELP}")
-
-    if kind in ("random", "greedy"):
-        if rest:
-            raise bad(f"{kind} takes no argument")
-        return Spec(kind)
-    if kind in _NUMBER_KINDS:
-        label = _NUMBER_KINDS[kind]
-        if not re.fullmatch(r"\d+", rest) or int(rest) < 1:
-            raise bad(f"{kind} needs a positive integer {label}, got {rest!r}")
-        return Spec(kind, number=int(rest))
-    if kind in ("policy", "search"):
-        number = None
-        if kind == "search":
-            match = re.fullmatch(r"(.*):(\d+)", rest)
-            if match:
-                rest, number = match.group(1), int(match.group(2))
-                if number < 1:
-                    raise bad("search needs SIMS >= 1")
-        step = None
-        match = re.fullmatch(r"(.*)@(\d+)", rest)
-        if match:
-            rest, step = match.group(1), int(match.group(2))
-        if not rest:
-            raise bad(f"{kind} needs a run directory (WORKDIR)")
-        if step is not None and is_model_file(rest):
-            raise bad(f"a model file has one step: drop @{step}")
-        return Spec(kind, number=number, workdir=rest, step=step)
-    if kind in ("zoo", "policy-zoo"):
-        number = None
-        match = re.fullmatch(r"(.*):(\d+)", rest)
-        if kind == "zoo" and match:
-            rest, number = match.group(1), int(match.group(2))
-            if number < 1:
-                raise bad("zoo needs SIMS >= 1")
-        if not re.fullmatch(r"[\w.-]+", rest):
-            raise bad(f"{kind} needs a zoo model NAME (azjax-eval --zoo lists them), got {rest!r}")
-        return Spec(kind, number=number, model=rest)
-    raise bad(f"unknown agent kind {kind!r}")
-
-
-def load_network(game: Game, workdir: str, step: int | None = None):
-    """(config, network, params, step) of a checkpoint, refusing one trained for another game."""
-    from azjax import checkpoint
-    from azjax.network import make_network
-
-    if step is None:
-        steps = checkpoint.list_steps(workdir)
-        step = steps[-1] if steps else None
-    config, params = checkpoint.load_for_inference(workdir, step)
-    trained = config.game.make()
-    if trained is not game:
-        raise ValueError(
-            f"checkpoint {workdir} was trained on {config.game.name} {config.game.kwargs}, "
-            f"not on the {game.name} game asked for"
-        )
-    network = make_network(game, config.network)
-    problems = health.check_network(network, params, game)
-    if problems:
-        print(
-            f"warning: the network of {workdir} (iteration {step}) looks untrained: "
-            + "; ".join(problems),
-            file=sys.stderr,
-        )
-    return config, network, params, step
-
-
-def is_model_file(path: str) -> bool:
-    """Whether a `policy:` / `search:` spec's path names an exported model, not a run."""
-    from azjax import export
-
-    return path.endswith(export.SUFFIX)
-
-
-def load_model(game: Game, path: str, label: str):
-    """(config, network, params) of the exported model at `path` (`label` names it in errors),
-    refusing one trained for another game."""
-    from azjax import export
-    from azjax.network import make_network
-
-    config, params, _ = export.load_model(path)
-    if config.game.make() is not game:
-        raise ValueError(
-            f"{label} was trained on {config.game.name} {config.game.kwargs}, "
-            f"not on the {game.name} game asked for"
-        )
-    return config, make_network(game, config.network), params
-
-
-def load_zoo(game: Game, name: str):
-    """(config, network, params) of zoo model `name`, refusing one trained for another game."""
-    from azjax import zoo
-
-    return load_model(game, zoo.path(name), f"zoo model {name}")
-
-
-def _trained(game: Game, parsed: Spec) -> tuple[Any, Any, Params, str]:
-    """(config, network, params, agent name) of a spec naming a checkpoint, a model file or a
-    zoo model."""
-    if parsed.model is not None:
-        config, network, params = load_zoo(game, parsed.model)
-        name = f"{parsed.kind}:{parsed.model}"
-    elif is_model_file(parsed.workdir):
-        config, network, params = load_model(game, parsed.workdir, f"model {parsed.workdir}")
-        name = f"{parsed.kind}:{parsed.workdir}"
-    else:
-        config, network, params, step = load_network(game, parsed.workdir, parsed.step)
-        name = f"{parsed.kind}:{parsed.workdir}@{step}"
+def _trained(game: Game, parsed: Spec) -> tuple[model.Model, str]:
+    """(the model, the agent name) of a spec naming a checkpoint, a model file or a zoo model,
+    refusing one trained for another game; warns when a checkpoint looks untrained."""
+    found = model.load(parsed.source, game)
+    if found.card is None:
+        problems = health.check_network(found.network, found.params, game)
+        if problems:
+            print(
+                f"warning: the network of {found.name} looks untrained: " + "; ".join(problems),
+                file=sys.stderr,
+            )
+    name = f"{parsed.kind}:{parsed.model if parsed.model is not None else found.name}"
     if parsed.number is not None:
         name += f":{parsed.number}"
-    return config, network, params, name
+    return found, name
 
 
 def make(spec: str, game: Game) -> Agent:
@@ -480,10 +361,11 @@ def make(spec: str, game: Game) -> Agent:
         return alphabeta_agent(game, parsed.number)
     if parsed.kind == "mcts":
         return mcts_agent(game, parsed.number)
-    config, network, params, name = _trained(game, parsed)
+    found, name = _trained(game, parsed)
     if parsed.kind in ("policy", "policy-zoo"):
-        return policy_agent(game, network, params, name)
-    return search_agent(game, network, params, config.playing_search(parsed.number), name)
+        return policy_agent(game, found.network, found.params, name)
+    search = found.config.playing_search(parsed.number)
+    return search_agent(game, found.network, found.params, search, name)
 
 
 AnalysisFn = Callable[[Params, State, Array], tuple[Array, Array]]
@@ -498,6 +380,7 @@ class Analysis:
     params: Any = None  # traced pytree (network parameters); None for pure MCTS
 
     def __call__(self, state: State, key: Array) -> tuple[Array, Array]:
+        check_unbatched(state, "an analysis")
         return self.fn(self.params, state, key)
 
 
@@ -526,7 +409,7 @@ def analysis(game: Game, spec: str) -> Analysis:
     if parsed.workdir is None and parsed.model is None:
         config = mcts_config(game, ANALYSIS_SIMULATIONS)
         return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
-    run_config, network, params, _ = _trained(game, parsed)
-    config = run_config.playing_search(parsed.number)
-    evaluate = _network_evaluator(network, config.score_tiebreak)
-    return Analysis(_analysis_fn(game, evaluate, config), params)
+    found, _ = _trained(game, parsed)
+    config = found.config.playing_search(parsed.number)
+    evaluate = _network_evaluator(found.network, config.score_tiebreak)
+    return Analysis(_analysis_fn(game, evaluate, config), found.params)

@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax import elo
-from azjax.agents import Agent, MoveFn, random_legal_action
-from games.core import Game
+from azjax.agents import Agent, MoveFn
+from games.core import Game, random_legal_action
 
 Array = jax.Array
 GATE_THRESHOLD = 0.55

@@ -39,6 +39,7 @@ from absl import logging as absl_logging
 
 from azjax import parallel
 from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
+from azjax.network import init_params, make_network
 
 CHECKPOINT_DIR = "checkpoints"
 absl_logging.set_verbosity(absl_logging.WARNING)
@@ -206,8 +207,6 @@ def read_config(workdir: str | pathlib.Path, step: int | None = None) -> Config:
 
 def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, Any]:
     """The config and network parameters saved in `workdir` (the newest when `step` is None)."""
-    from azjax.network import init_params, make_network
-
     step = _pick_step(workdir, step)
     config = read_config(workdir, step)
     game = config.game.make()

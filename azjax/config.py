@@ -21,10 +21,10 @@ from typing import Any
 import yaml
 
 import games
-from azjax import agents
 from azjax.network import NetworkConfig
 from azjax.search import SearchConfig
 from azjax.selfplay import SelfPlayConfig
+from azjax.specs import parse_spec
 from azjax.validation import check_fields
 
 
@@ -285,7 +285,7 @@ def validate(config: Config) -> None:
     _validate_learning_extras(config)
     for i, spec in enumerate(config.eval.opponents):
         try:
-            agents.parse_spec(spec)
+            parse_spec(spec)
         except ValueError as err:
             raise ConfigError(f"eval.opponents[{i}]: {err}") from None
 

@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax.agents import Agent, random_legal_action
-from games.core import Game, State
+from azjax.agents import Agent
+from games.core import Game, State, random_legal_action
 
 MAX_LINES = 24  # 2^24 int8 values (16 MiB): 3x3 boxes, 2x4, 1x7 and anything smaller
 

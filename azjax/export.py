@@ -40,11 +40,15 @@ import numpy as np
 
 import azjax
 import games
+from azjax import checkpoint
 from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
+from azjax.metrics import read_metrics
+from azjax.network import init_params, make_network
+from azjax.specs import MODEL_SUFFIX, parse_spec
 
 FORMAT = "azjax-model"
 VERSION = 1
-SUFFIX = ".azjax"
+SUFFIX = MODEL_SUFFIX
 CARD_SUFFIX = ".card.json"
 STORAGE_DTYPES = ("float32", "bfloat16")
 Params = Any
@@ -125,8 +129,6 @@ def save_model(
 
 def _run_figures(workdir: pathlib.Path, step: int) -> dict[str, Any]:
     """Positions seen and wall-clock minutes up to iteration `step`, from metrics.jsonl."""
-    from azjax.metrics import read_metrics
-
     path = workdir / "metrics.jsonl"
     if not path.exists():
         return {"positions_seen": None, "wall_clock_minutes": None}
@@ -213,8 +215,6 @@ def export_run(
     `score_tiebreak` (`SearchConfig.score_tiebreak`, a network with a score head) when given,
     else with the run's. Returns the card.
     """
-    from azjax import checkpoint
-
     workdir, out = pathlib.Path(workdir), pathlib.Path(out)
     _check_suffix(out, SUFFIX)
     if step is None:
@@ -289,8 +289,6 @@ def set_simulations(path: str | pathlib.Path, simulations: int) -> dict[str, Any
     """Make the model at `path` play with `simulations` by default (its config and card), and
     name the old default in the figures filed for it (`zoo:NAME` becomes `zoo:NAME:OLD`), so
     that each figure still names the search that earned it. Returns the card."""
-    from azjax.agents import parse_spec
-
     path = pathlib.Path(path)
     entries, card, config = _read(path), read_card(path), read_config(path)
     config = _playing(config, simulations)
@@ -323,8 +321,6 @@ def read_config(path: str | pathlib.Path) -> Config:
 
 def load_model(path: str | pathlib.Path) -> tuple[Config, Params, dict[str, Any]]:
     """(config, float32 params, card) of a model file; ModelError naming what is wrong."""
-    from azjax.network import init_params, make_network
-
     config, card = read_config(path), read_card(path)
     game = config.game.make()
     network = make_network(game, config.network)
@@ -424,8 +420,6 @@ def headline(card: Mapping[str, Any]) -> str:
 
 def _float32_network(config: Config) -> tuple[Any, Any]:
     """(game, network) of `config`, computing in float32 (the parameters are the same)."""
-    from azjax.network import make_network
-
     game = config.game.make()
     return game, make_network(game, dataclasses.replace(config.network, dtype="float32"))
 
@@ -438,8 +432,8 @@ def _onnx_plugins() -> None:
     CPU. azjax's networks are flax modules over plain JAX primitives, so only those two trees
     are imported (without the flax tree, its `jnp.shape` patch fails on the symbolic batch).
     """
-    import jax2onnx.plugins
-    from jax2onnx.plugins import plugin_system
+    import jax2onnx.plugins  # optional (the export extra), and slow to import
+    from jax2onnx.plugins import plugin_system  # the same
 
     if not plugin_system._already_imported_plugins:
         root = pathlib.Path(jax2onnx.plugins.__file__).parent
@@ -466,7 +460,7 @@ def export_onnx(
     the model's metadata.
     """
     try:
-        from jax2onnx import to_onnx
+        from jax2onnx import to_onnx  # optional (the export extra), and slow to import
     except ImportError:
         raise ImportError(
             "ONNX export needs jax2onnx and onnxruntime: pip install 'azjax[export]' and then "
@@ -536,7 +530,7 @@ def check_onnx(
     """The largest absolute difference between onnxruntime's outputs for the ONNX model at
     `path` and the network's, over random 0/1 observations (`positions` of them, or the
     model's fixed batch size)."""
-    import onnxruntime
+    import onnxruntime  # optional (the export extra)
 
     game, network = _float32_network(config)
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])

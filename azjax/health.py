@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from games.core import Game
+from games.core import Game, random_legal_action
 
 Array = jax.Array
 
@@ -75,7 +75,6 @@ class Monitor:
 def random_positions(game: Game, key: Array, games: int = 32, plies: int = 16):
     """States of `games` random games after 0..`plies`-1 random moves (a batch of
     games*plies states) and a bool mask of those not yet terminated."""
-    from azjax.agents import random_legal_action
 
     def one(state, key):
         action = random_legal_action(key, state.legal_action_mask)

@@ -26,6 +26,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 DATA = "data"
@@ -105,8 +106,6 @@ def any_process(flag: bool) -> bool:
     must call it at the same point); `flag` itself on a single process."""
     if jax.process_count() == 1:
         return bool(flag)
-    from jax.experimental import multihost_utils
-
     return bool(np.any(multihost_utils.process_allgather(np.int32(flag))))
 
 

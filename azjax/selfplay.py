@@ -50,7 +50,6 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax import targets
-from azjax.agents import random_legal_action
 from azjax.search import (
     Evaluator,
     SearchConfig,
@@ -61,7 +60,7 @@ from azjax.search import (
 )
 from azjax.types import Examples, Trajectory
 from azjax.validation import check_fields
-from games.core import Game, State, tree_where
+from games.core import Game, State, random_legal_action, tree_where
 
 Array = jax.Array
 

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 import games
-from azjax import agents
+from azjax import agents, zoo
 from games import IllegalMoveError
 
 State = Any
@@ -101,8 +101,6 @@ FALLBACK_OPPONENT = "mcts:200"  # the default opponent of a game the zoo has no 
 
 def default_opponent(game: games.Game) -> str:
     """`zoo:NAME` when the zoo has a model for `game` (azjax.zoo.default), else pure MCTS."""
-    from azjax import zoo
-
     name = zoo.default(game)
     return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
 

@@ -21,6 +21,7 @@ import json
 import math
 import pathlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,13 +33,15 @@ import numpy as np
 import optax
 from flax import struct
 from jax.sharding import Mesh
+from tqdm.auto import tqdm
 
-from azjax import agents, arena, health, parallel
+from azjax import agents, arena, health, model, parallel
 from azjax.checkpoint import (
     Checkpointer,
     CheckpointError,
     WorkdirError,
     WorkdirLock,
+    read_config,
     saved_shape,
 )
 from azjax.config import Config, ConfigError, OptimConfig, dump_config
@@ -194,36 +197,18 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
     return tuple(out)
 
 
-def initial_params(config: Config, network: Any, game: Game) -> Params | None:
-    """The parameters of `train.init_from` (a model file or zoo:NAME), float32 numpy arrays;
-    None when it is unset. ConfigError naming the value when the model cannot be read or was
-    trained for another game or another network shape."""
+def initial_params(config: Config) -> Params | None:
+    """The parameters of `train.init_from` (any model source, see azjax.model), float32 numpy
+    arrays; None when it is unset. ConfigError naming the value when the model cannot be read
+    or was trained for another game or another network shape."""
     source = config.train.init_from
     if not source:
         return None
-    from azjax import export, zoo
-
     try:
-        if source.startswith("zoo:"):
-            model, params, _ = zoo.load(source.removeprefix("zoo:"))
-        else:
-            model, params, _ = export.load_model(source)
+        params = model.load(source, config=config).params
     except (ValueError, OSError) as err:
         raise ConfigError(f"train.init_from={source!r}: {err}") from None
-    expected = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
-
-    def shapes(tree: Any) -> tuple:
-        return jax.tree.structure(tree), [x.shape for x in jax.tree.leaves(tree)]
-
-    if model.game.make() is not game or shapes(params) != shapes(expected):
-        theirs, ours = model.network, config.network
-        raise ConfigError(
-            f"train.init_from={source!r}: a {theirs.blocks}x{theirs.channels} {theirs.norm}-norm "
-            f"net of {model.game.name} {model.game.kwargs}; this run trains a "
-            f"{ours.blocks}x{ours.channels} {ours.norm}-norm net of {config.game.name} "
-            f"{config.game.kwargs} (expected the same game and network shape)"
-        )
-    return jax.tree.map(np.asarray, params)
+    return jax.tree.map(lambda x: np.asarray(x, np.float32), params)
 
 
 def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
@@ -236,7 +221,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)
-    start = initial_params(config, network, game)
+    start = initial_params(config)
     evaluate = network_evaluator(network, config.search.score_tiebreak)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
     as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
@@ -406,7 +391,7 @@ class _Log:
             kept.sort(key=lambda r: (r.get("iteration", 0), bool(r.get("final"))))
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
-        from tensorboardX import SummaryWriter
+        from tensorboardX import SummaryWriter  # only process 0 writes events; slow to import
 
         self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=resume_iteration + 1)
 
@@ -513,11 +498,28 @@ def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:
     return any(r.get("final") and r.get("iteration") == iteration for r in records)
 
 
+def _first_init_from(config: Config, checkpointer: Checkpointer) -> Config:
+    """`config` with the `train.init_from` its run started from: a resumed run continues from
+    its checkpoint, so another `train.init_from` is ignored, with a warning."""
+    first = read_config(checkpointer.workdir, checkpointer.latest_step()).train.init_from
+    if first == config.train.init_from:
+        return config
+    if jax.process_index() == 0:
+        print(
+            f"warning: train.init_from={config.train.init_from!r} is ignored: the run in "
+            f"{checkpointer.workdir} resumes from its checkpoint, and keeps "
+            f"train.init_from={first!r}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=first))
+
+
 def _train(
     config: Config, workdir: pathlib.Path, checkpointer: Checkpointer, progress: bool
 ) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-
+    if checkpointer.latest_step() is not None:
+        config = _first_init_from(config, checkpointer)
     trainer = make_trainer(config)
     iteration, saved = 0, []
     if checkpointer.latest_step() is not None:

@@ -82,6 +82,12 @@ def tree_where(pred: Array, on_true: State, on_false: State) -> State:
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
+def random_legal_action(key: Array, legal: Array) -> Array:
+    """A uniformly random legal action (0 when none is legal)."""
+    logits = jnp.where(legal, 0.0, -jnp.inf)
+    return jnp.where(legal.any(), jax.random.categorical(key, logits), 0).astype(jnp.int32)
+
+
 def eager_jit(method: Callable) -> Callable:
     """A game method that, called eagerly, runs as one `jax.jit` compiled once per game and
     argument shapes; under a transformation (jit, vmap, scan...) it is traced inline as before.

@@ -67,9 +67,10 @@ for cell in json.load(open(notebook))["cells"]:
         if line.startswith("%") or not command or command.startswith("pip install"):
             continue
         commands = [command]
-        if " scripts/train.py " in command:  # twice, as after a disconnect: the second resumes
+        if " azjax-train " in command:  # twice, as after a disconnect: the second resumes
             trainings += 1
-            command = command.replace("python ", shlex.quote(sys.executable) + " ", 1)
+            train = shlex.quote(sys.executable) + " -m azjax.cli.train "
+            command = command.replace(" azjax-train ", f" {train}", 1)
             commands = [f"{command} {' '.join(shrink)} train.iterations={n}" for n in (1, 2)]
         for command in commands:
             print("$", command, flush=True)

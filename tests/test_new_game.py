@@ -230,7 +230,7 @@ def test_train_then_play_in_the_arena_and_the_browser(tmp_path):
 def test_command_line_finds_a_plugin_game():
     env = {**os.environ, games.PLUGINS_ENV: "test_new_game", "PYTHONPATH": str(ROOT / "tests")}
     proc = subprocess.run(
-        [sys.executable, "scripts/play.py", "--game", "connect3", "--opponent", "random"],
+        [sys.executable, "-m", "azjax.cli.play", "--game", "connect3", "--opponent", "random"],
         input="\n".join(["1", "1", "1", "1", "quit"]) + "\n",
         capture_output=True,
         text=True,

@@ -160,7 +160,8 @@ def test_command_line_game_and_saved_record(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            "scripts/play.py",
+            "-m",
+            "azjax.cli.play",
             "--game",
             "connect4",
             "--opponent",

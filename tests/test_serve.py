@@ -324,7 +324,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def test_command_line_server_answers_at_the_printed_address(runs):
     # --port 0: any free port, and the address printed is the one served.
-    command = [sys.executable, "scripts/serve.py", "--runs", str(runs), "--port", "0"]
+    command = [sys.executable, "-m", "azjax.cli.serve", "--runs", str(runs), "--port", "0"]
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         line = server.stdout.readline().decode()
@@ -348,7 +348,7 @@ def test_command_line_server_answers_at_the_printed_address(runs):
 
 @pytest.mark.parametrize("port", ["99999", "-1", "65536", "http"])
 def test_command_line_server_refuses_bad_ports(port):
-    command = [sys.executable, "scripts/serve.py", "--runs", "none", "--port", port]
+    command = [sys.executable, "-m", "azjax.cli.serve", "--runs", "none", "--port", port]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "open http" not in proc.stdout
     last = proc.stderr.strip().splitlines()[-1]
@@ -357,7 +357,7 @@ def test_command_line_server_refuses_bad_ports(port):
 
 def test_command_line_server_refuses_a_runs_folder_that_is_not_there(tmp_path):
     missing = tmp_path / "nonexistent"
-    command = [sys.executable, "scripts/serve.py", "--runs", str(missing), "--port", "0"]
+    command = [sys.executable, "-m", "azjax.cli.serve", "--runs", str(missing), "--port", "0"]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "open http" not in proc.stdout
     assert proc.stderr == f"azjax-serve: --runs {missing}: no such folder\n"
@@ -368,7 +368,7 @@ def test_command_line_server_names_a_busy_port():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
-        command = [sys.executable, "scripts/serve.py", "--runs", "tests", "--port", port]
+        command = [sys.executable, "-m", "azjax.cli.serve", "--runs", "tests", "--port", port]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert (

@@ -16,7 +16,7 @@ import optax
 import pytest
 
 from azjax import arena
-from azjax.checkpoint import Checkpointer, list_steps, load_for_inference
+from azjax.checkpoint import Checkpointer, list_steps, load_for_inference, read_config
 from azjax.config import ConfigError, load_config
 from azjax.replay import make_sampler
 from azjax.train import (
@@ -135,7 +135,7 @@ def test_iterations_before_training_log_no_losses(tmp_path):
     assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
 
 
-def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path):
+def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path, capsys):
     from azjax import export
 
     first = load_config(TICTACTOE, [*TINY, "train.iterations=1"])
@@ -154,7 +154,7 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path):
     # Another network shape, another game, or no such model: refused, naming the value.
     for bad, words in (
         (["network.channels=4"], "a 0x8 layer-norm net of tictactoe"),
-        (["network.blocks=1"], "this run trains a 1x8"),
+        (["network.blocks=1"], "expected a 1x8"),
         ([f"train.init_from={tmp_path / 'none.azjax'}"], "none.azjax"),
         (["train.init_from=zoo:nope"], "no zoo model 'nope'"),
     ):
@@ -164,6 +164,16 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path):
     config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
     with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
         make_trainer(config)
+    # Resumed with another model: the run goes on from its checkpoint and keeps, in its
+    # config.yaml and checkpoints, the model it started from.
+    capsys.readouterr()
+    resumed = [*TINY, "train.iterations=2", "replay.min_size=500", "train.init_from=zoo:nope"]
+    train_and_evaluate(load_config(TICTACTOE, resumed), tmp_path / "b", progress=False)
+    assert f"train.init_from='zoo:nope' is ignored: the run in {tmp_path / 'b'}" in (
+        capsys.readouterr().err
+    )
+    assert load_config(tmp_path / "b" / "config.yaml").train.init_from == str(model)
+    assert read_config(tmp_path / "b", 2).train.init_from == str(model)
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):

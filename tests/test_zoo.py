@@ -95,7 +95,7 @@ def test_zoo_specs_parse_make_and_refuse():
     for bad, message in [
         ("zoo:", "zoo needs a zoo model NAME"),
         ("zoo:a/b", "zoo needs a zoo model NAME"),
-        ("zoo:c4:0", "zoo needs SIMS >= 1"),
+        ("zoo:c4:0", "zoo needs a positive integer SIMS"),
         ("policy-zoo:c4:5", "policy-zoo needs a zoo model NAME"),
     ]:
         with pytest.raises(ValueError, match=message):
@@ -156,9 +156,10 @@ def test_browser_server_offers_zoo_models_without_runs():
     with TestClient(create_app(None, analyse=False)) as client:
         options = client.get("/api/options").json()
         assert options["zoo"] == [
-            {"name": "c4", "game": "connect4", "kwargs": {}, "strength": "-", "default": True},
+            {"name": "c4", "game": "connect4", "kwargs": {}, "label": "", "strength": "-"}
+            | {"default": True},
             {
-                **{"name": "tictactoe", "game": "tictactoe", "kwargs": {}},
+                **{"name": "tictactoe", "game": "tictactoe", "kwargs": {}, "label": ""},
                 **{"strength": "-", "default": True},
             },
         ]

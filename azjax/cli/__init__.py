@@ -38,7 +38,7 @@ def compilation_cache_dir() -> str:
 
 def use_compilation_cache() -> None:
     """Turn on JAX's persistent compilation cache in `compilation_cache_dir()`."""
-    import jax
+    import jax  # JAX loads slowly: deferred so that --help answers at once
 
     jax.config.update("jax_compilation_cache_dir", compilation_cache_dir())
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import games
 from azjax.checks import argparse_type
 
 
@@ -21,8 +22,6 @@ port_arg = argparse_type(check_port, "port")
 def load_game_modules(prog: str) -> None:
     """Import the game modules named in AZJAX_GAMES before anything else, exiting with
     status 2 and one line naming the module that cannot be imported."""
-    import games
-
     try:
         games.names()
     except ValueError as err:

@@ -19,14 +19,20 @@ Colours alternate game by game.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import pathlib
 import sys
 from collections.abc import Callable
 
+import jax
+from tqdm import tqdm
+
+import games
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import INTERRUPTED, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import load_game_modules
+from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 GAME_BATCH = 32  # games a match plays at once unless --batch says otherwise
@@ -113,8 +119,6 @@ def _check_mode_options(args: argparse.Namespace) -> None:
 
 def _nonempty(text: str, option: str) -> str:
     """`text` stripped, refusing an empty agent spec given to `option`."""
-    from azjax.agents import SPEC_HELP
-
     if not text.strip():
         raise UsageError(f"{option}: empty agent spec; expected {SPEC_HELP}")
     return text.strip()
@@ -122,7 +126,7 @@ def _nonempty(text: str, option: str) -> str:
 
 def _agent(spec: str, game):
     """The agent of `spec` for `game`; every agent azjax-eval plays is made here."""
-    from azjax import agents
+    from azjax import agents  # flax, mctx, orbax: deferred so that --help answers at once
 
     agent = agents.make(spec, game)
     parsed = agents.parse_spec(spec)
@@ -138,8 +142,6 @@ def _warn_deep_search(game, depth: int) -> None:
     """One line on stderr when alphabeta:`depth` is likely to take minutes a move: the tree
     size estimated from the game's legal moves at the start and its depth (alpha-beta with
     a fair move order searches about b^(3d/4) positions)."""
-    import jax
-
     branching = len(game.legal_actions(game.init(jax.random.key(0))))
     plies = min(depth, game.max_game_length)
     positions = float(branching) ** (0.75 * plies)
@@ -153,31 +155,19 @@ def _warn_deep_search(game, depth: int) -> None:
 
 
 def _game(args: argparse.Namespace, specs: list[str]):
-    import games
-    from azjax import agents
+    """--game, else the game of the first spec naming a trained model."""
+    from azjax import model  # flax, mctx, orbax: deferred so that --help answers at once
 
     if args.game is None:
         for spec in specs:
-            parsed = agents.parse_spec(spec)
-            if parsed.workdir is not None and agents.is_model_file(parsed.workdir):
-                from azjax import export
-
-                return export.card_game(export.read_card(parsed.workdir))
-            if parsed.workdir is not None:
-                from azjax.checkpoint import read_config
-
-                return read_config(parsed.workdir).game.make()
-            if parsed.model is not None:
-                from azjax import export, zoo
-
-                return export.card_game(zoo.card(parsed.model))
+            source = parse_spec(spec).source
+            if source is not None:
+                return model.game_of(source)
         raise UsageError(f"--game is needed (one of {', '.join(games.names())})")
     return games.make(args.game, **parse_size(args.size, args.game))
 
 
 def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game"):
-    from tqdm import tqdm
-
     return tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr)
 
 
@@ -234,9 +224,7 @@ def _write_json(path: pathlib.Path | None, data: dict) -> None:
 
 
 def _match(args: argparse.Namespace) -> Outcome:
-    import jax
-
-    from azjax import arena
+    from azjax import arena  # flax, mctx, orbax: deferred so that --help answers at once
 
     spec_a = _nonempty(args.a, "--a")
     if args.b is None:
@@ -265,9 +253,7 @@ def _match(args: argparse.Namespace) -> Outcome:
 
 def _rate(args, game, players, pairs, desc: str):
     """Play the pairs and fit Elo; with --json, the finished matches are saved after each one."""
-    import jax
-
-    from azjax import arena
+    from azjax import arena  # flax, mctx, orbax: deferred so that --help answers at once
 
     done: list = []
 
@@ -293,8 +279,6 @@ def _rate(args, game, players, pairs, desc: str):
 
 
 def _round_robin(args: argparse.Namespace) -> Outcome:
-    import itertools
-
     specs = [s.strip() for s in args.round_robin.split(",") if s.strip()]
     if len(specs) < 2:
         raise UsageError(f"--round-robin needs at least two specs, got {args.round_robin!r}")
@@ -331,14 +315,13 @@ def _step_list(text: str) -> list[int]:
 def _checkpoints(workdir: str) -> dict[int, str]:
     """{iteration: path for specs} of a run's checkpoints, or of the models (`azjax-export`
     files) in a folder without checkpoints, by the iteration on each model's card."""
-    from azjax import export
-    from azjax.checkpoint import list_steps
+    from azjax import checkpoint, export  # flax, orbax: deferred so that --help answers at once
 
-    steps = list_steps(workdir)
+    steps = checkpoint.list_steps(workdir)
     if steps:
         return {step: f"{workdir}@{step}" for step in steps}
     models = {}
-    for path in sorted(pathlib.Path(workdir).glob(f"*{export.SUFFIX}")):
+    for path in sorted(pathlib.Path(workdir).glob(f"*{MODEL_SUFFIX}")):
         step = export.read_card(path).get("iteration")
         if not isinstance(step, int) or step in models:
             raise UsageError(
@@ -350,8 +333,6 @@ def _checkpoints(workdir: str) -> dict[int, str]:
 
 
 def _ladder(args: argparse.Namespace) -> Outcome:
-    import itertools
-
     workdir = args.ladder.strip()
     if not workdir:
         raise UsageError("--ladder: empty run directory; expected a folder with checkpoints")
@@ -397,10 +378,10 @@ def _ladder(args: argparse.Namespace) -> Outcome:
 
 
 def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> None:
-    import matplotlib
+    import matplotlib  # only --ladder plots, and matplotlib is slow to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the Agg backend
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     elo = [ratings.ratings[n.name] for n in nets]
@@ -420,13 +401,10 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> Non
 
 
 def _solver(args: argparse.Namespace) -> Outcome:
-    import jax
-
-    from azjax import agents, solver
+    from azjax import solver  # flax, mctx, orbax: deferred so that --help answers at once
 
     spec = _nonempty(args.solver, "--solver")
-    parsed = agents.parse_spec(spec)
-    if args.game is None and parsed.workdir is None and parsed.model is None:
+    if args.game is None and parse_spec(spec).source is None:
         game = solver.DEFAULT_REFEREE.game
     else:
         game = _game(args, [spec])
@@ -442,7 +420,7 @@ def _solver(args: argparse.Namespace) -> Outcome:
 
 
 def _zoo() -> Outcome:
-    from azjax import zoo
+    from azjax import zoo  # flax, mctx, orbax: deferred so that --help answers at once
 
     return {"zoo": [zoo.card(name) for name in zoo.names()]}, lambda: print(zoo.table())
 

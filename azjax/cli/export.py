@@ -2,7 +2,7 @@
 
     azjax-export runs/connect4 --out connect4.azjax                  # the newest checkpoint
     azjax-export runs/connect4 --step 200 --dtype bfloat16 --out connect4.azjax
-    azjax-export connect4.azjax --format onnx --out connect4.onnx    # from a run or a model
+    azjax-export zoo:connect4 --format onnx --out connect4.onnx      # from a run or a model
     azjax-export --card-only connect4.azjax --strength match.json    # file azjax-eval figures
     azjax-export --card-only connect4.azjax --simulations 512        # its default search
     azjax-export runs/dab --out dab.azjax --score-tiebreak 0.1       # prefer larger margins
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from azjax.cli import INTERRUPTED, OK, bad_input, run_command
 from azjax.cli.args import load_game_modules
+from azjax.specs import SOURCE_HELP, check_simulations, parse_source
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +32,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("source", metavar="RUN", help="run directory (or, for ONNX, a model)")
+    parser.add_argument(
+        "source",
+        metavar="SOURCE",
+        help=f"a run, WORKDIR[@STEP]; for ONNX and --card-only any model: {SOURCE_HELP}",
+    )
     parser.add_argument("--step", type=int, help="checkpoint iteration (default: the newest)")
     parser.add_argument("--out", type=pathlib.Path, help="NAME.azjax, or NAME.onnx for ONNX")
     parser.add_argument("--format", choices=("azjax", "onnx"), default="azjax")
@@ -81,21 +86,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(source: str, step: int | None):
-    """(config, params, card) of a model file or of a run's checkpoint (card None)."""
-    from azjax import checkpoint, export
-
-    if source.endswith(export.SUFFIX):
-        if step is not None:
-            raise ValueError(f"--step is for a run directory, not the model file {source}")
-        return export.load_model(source)
-    config, params = checkpoint.load_for_inference(source, step)
-    return config, params, None
+def _source(args: argparse.Namespace) -> str:
+    """The model source: SOURCE, with --step folded in (WORKDIR@STEP)."""
+    if args.step is None:
+        return args.source
+    source = parse_source(args.source)
+    if source.kind != "run":
+        raise ValueError(f"--step is for a run directory, not the model {args.source}")
+    if source.step is not None:
+        raise ValueError(f"{args.source} names its step already: drop --step {args.step}")
+    return f"{source.path}@{args.step}"
 
 
 def _card_only(args: argparse.Namespace) -> None:
-    from azjax import export
+    from azjax import export, model  # flax, orbax: deferred so that --help answers at once
 
+    file = model.model_file(args.source)
+    if file is None:
+        raise ValueError(f"--card-only needs a model file or zoo:NAME, not the run {args.source}")
+    args.source = str(file)  # zoo:NAME: its file in the zoo's folder
     if args.score_tiebreak is not None:
         raise ValueError(
             "--score-tiebreak is set at export, so that every figure in a card is measured "
@@ -126,22 +135,24 @@ def _card_only(args: argparse.Namespace) -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from azjax import export
+    from azjax import export, model  # flax, orbax: deferred so that --help answers at once
 
     if args.out is None:
         raise ValueError("--out is needed: NAME.azjax, or NAME.onnx with --format onnx")
+    source = _source(args)
     if args.out.exists() and not args.force:
         raise ValueError(
             f"{args.out} exists (with any strength figures filed in its card); "
             "give another --out, or --force to overwrite it"
         )
     if args.format == "azjax":
-        if args.source.endswith(export.SUFFIX):
+        run = parse_source(source)
+        if run.kind != "run":
             raise ValueError(f"{args.source} is already a model file; give a run directory")
         card = export.export_run(
-            args.source,
+            run.path,
             args.out,
-            args.step,
+            run.step,
             args.dtype,
             args.command,
             args.device,
@@ -157,8 +168,10 @@ def _export(args: argparse.Namespace) -> None:
         raise ValueError(
             "--simulations and --score-tiebreak are for a model file: ONNX holds the network alone"
         )
-    config, params, card = _load(args.source, args.step)
-    difference = export.write_checked_onnx(config, params, args.out, args.batch, card)
+    found = model.load(source)
+    difference = export.write_checked_onnx(
+        found.config, found.params, args.out, args.batch, found.card
+    )
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")
 
 
@@ -171,10 +184,12 @@ def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
         return bad_input("azjax-export", "--strength needs --card-only")
-    from azjax.cli import use_compilation_cache
+    from azjax.cli import use_compilation_cache  # imports JAX: after the usage checks
 
     use_compilation_cache()
     try:
+        if args.simulations is not None:
+            check_simulations(args.simulations, "--simulations")
         if args.card_only:
             _card_only(args)
         else:

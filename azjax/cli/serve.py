@@ -69,10 +69,10 @@ def _main(argv: Sequence[str] | None) -> int | None:
         sys.exit(f"azjax-serve: cannot listen on {args.host}:{args.port}: {err.strerror}")
     port = sock.getsockname()[1]
 
-    import uvicorn
+    import uvicorn  # JAX loads slowly: deferred so that --help answers at once
 
-    from azjax.cli import use_compilation_cache
-    from azjax.web.app import create_app
+    from azjax.cli import use_compilation_cache  # imports JAX: the same
+    from azjax.web.app import create_app  # imports JAX: the same
 
     use_compilation_cache()  # a restarted server finds its agents compiled
     app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
@@ -84,7 +84,7 @@ def _main(argv: Sequence[str] | None) -> int | None:
 def offer(names: str) -> None:
     """Register the comma-separated games (`pgx:<env_id>`, or any name `games.make` knows), so
     the browser lists them."""
-    import games
+    import games  # JAX loads slowly: deferred so that --help answers at once
 
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name not in games.names():

@@ -47,17 +47,17 @@ def _main(argv: list[str] | None) -> int:
     load_game_modules("azjax-train")
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
-    from azjax.config import ConfigError, load_config
+    from azjax.config import ConfigError, load_config  # imports JAX: after --help
 
     try:  # configuration errors stop the run before JAX touches a device
         config = load_config(args.config, args.overrides)
     except ConfigError as err:
         return bad_input("azjax-train", f"configuration error: {err}")
 
-    import jax
+    import jax  # after the config is checked: its errors come before JAX starts
 
-    from azjax import parallel
-    from azjax.cli import use_compilation_cache
+    from azjax import parallel  # the same
+    from azjax.cli import use_compilation_cache  # the same
 
     try:
         parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
@@ -66,8 +66,8 @@ def _main(argv: list[str] | None) -> int:
     use_compilation_cache()
     parallel.initialize_distributed()
 
-    from azjax.checkpoint import WorkdirError
-    from azjax.train import TrainingError, train_and_evaluate
+    from azjax.checkpoint import WorkdirError  # after the CPU devices are set
+    from azjax.train import TrainingError, train_and_evaluate  # the same
 
     devices = jax.devices()
     if jax.process_index() == 0:
@@ -130,7 +130,8 @@ def summary(final: dict, seconds: float, workdir: str) -> str:
             name = key.split("/")[1]
             w, d, lo = (final[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
             lines.append(f"  vs {name}: {value:.1%} won ({w}W {d}D {lo}L)")
-    lines.append(f"  checkpoint: {workdir}/checkpoints (load with agents.make('search:{workdir}'))")
+    hint = f"agents.make('search:{workdir}', game)"
+    lines.append(f"  checkpoint: {workdir}/checkpoints (load with {hint})")
     return "\n".join(lines)
 
 

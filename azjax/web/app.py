@@ -38,8 +38,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import games
-from azjax import agents
+from azjax import agents, checkpoint, export, zoo
 from azjax.checks import check_seed
+from azjax.config import config_to_dict
+from azjax.model import load as load_model
 from azjax.session import Advice, Session, default_opponent
 from games import IllegalMoveError, svg
 
@@ -150,8 +152,6 @@ _CHECKED: dict[tuple[str, int, int], dict[str, Any] | None] = {}
 def _checkpoint_game(run: pathlib.Path, step: int) -> dict[str, Any] | None:
     """The game config of checkpoint `step` of `run`, or None when it cannot be loaded (its
     meta or parameters damaged). Each checkpoint is read once per server (again if rewritten)."""
-    from azjax import checkpoint
-
     folder = run.resolve() / checkpoint.CHECKPOINT_DIR / str(step)
     try:
         key = (str(folder), step, folder.stat().st_mtime_ns)
@@ -159,8 +159,7 @@ def _checkpoint_game(run: pathlib.Path, step: int) -> dict[str, Any] | None:
         return None
     if key not in _CHECKED:
         try:
-            game = checkpoint.read_meta(run, step)["config"]["game"]
-            checkpoint.load_for_inference(str(run), step)
+            game = config_to_dict(load_model(f"{run}@{step}").config)["game"]
         except ValueError:
             game = None
         _CHECKED[key] = game
@@ -182,8 +181,6 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
     `steps` ends at the newest checkpoint that loads: newer damaged ones are left out."""
     if runs_dir is None or not pathlib.Path(runs_dir).is_dir():
         return []
-    from azjax import checkpoint
-
     found = []
     frontier = [pathlib.Path(runs_dir)]
     for _ in range(depth):
@@ -228,8 +225,6 @@ def headline_figure(card: dict[str, Any]) -> str:
 def find_zoo() -> list[dict[str, Any]]:
     """The zoo's models (azjax.zoo): name, game, kwargs (defaults filled in), a short label
     (`headline_figure`), the card's whole strength record and the default choice."""
-    from azjax import export, zoo
-
     found = []
     for name in zoo.names():
         try:

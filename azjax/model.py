@@ -1,0 +1,123 @@
+"""The one door to trained models: a run's checkpoint, a model file or a zoo model as a `Model`.
+
+    model = load("runs/connect4")             # the run's newest checkpoint
+    model = load("runs/connect4@200")         # checkpoint 200
+    model = load("connect4.azjax")            # a model file (azjax-export)
+    model = load("zoo:connect4", game)        # a zoo model, refused unless trained for `game`
+    game = game_of("zoo:connect4")            # the game alone, without reading parameters
+
+Agents, `train.init_from`, `azjax-eval`, `azjax-export` and the browser page all load models
+here, and `check` is the one place that refuses a model trained for another game or shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any
+
+import jax
+
+from azjax import checkpoint, export, zoo
+from azjax.config import Config
+from azjax.network import init_params, make_network
+from azjax.specs import Source, parse_source
+from games.core import Game
+
+Params = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A trained network, ready to play or to start a run."""
+
+    config: Config  # the run's resolved config: game, network, search
+    network: Any  # the flax module of `config.network` for `config.game`
+    params: Params
+    card: dict[str, Any] | None  # a model file's card; None for a checkpoint
+    name: str  # the source as agents name it: WORKDIR@STEP, FILE.azjax or zoo:NAME
+    step: int | None = None  # the checkpoint's iteration; None for a model file
+
+    @property
+    def game(self) -> Game:
+        return self.config.game.make()
+
+
+def _file(source: Source) -> pathlib.Path:
+    """The model file of a `file` or `zoo` source."""
+    return zoo.path(source.path) if source.kind == "zoo" else pathlib.Path(source.path)
+
+
+def model_file(text: str) -> pathlib.Path | None:
+    """The model file a source names (a zoo model's is in the zoo's folder); None for a run."""
+    source = parse_source(text)
+    return None if source.kind == "run" else _file(source)
+
+
+def game_of(text: str) -> Game:
+    """The game (and size) the model at source `text` was trained for, from its config or card
+    alone (no parameters read)."""
+    source = parse_source(text)
+    if source.kind == "run":
+        return checkpoint.read_config(source.path, source.step).game.make()
+    card = zoo.card(source.path) if source.kind == "zoo" else export.read_card(source.path)
+    return export.card_game(card)
+
+
+def _label(model: Model) -> str:
+    """How errors name a model: checkpoint WORKDIR@STEP, model FILE.azjax or zoo model NAME."""
+    if model.card is None:
+        return f"checkpoint {model.name}"
+    if model.name.startswith("zoo:"):
+        return f"zoo model {model.name.removeprefix('zoo:')}"
+    return f"model {model.name}"
+
+
+def _net(config: Config) -> str:
+    n = config.network
+    return f"a {n.blocks}x{n.channels} {n.norm}-norm net of {config.game.name} {config.game.kwargs}"
+
+
+def check(model: Model, game: Game | None = None, config: Config | None = None) -> None:
+    """Refuse `model` (ValueError naming it) when it was trained for another game than `game`,
+    or, given the `config` of a run, for another game or network shape than that run's."""
+    if config is not None:
+        game = config.game.make()
+        network = make_network(game, config.network)
+        expected = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
+
+        def shapes(tree: Any) -> tuple:
+            return jax.tree.structure(tree), [x.shape for x in jax.tree.leaves(tree)]
+
+        if model.game is not game or shapes(model.params) != shapes(expected):
+            raise ValueError(
+                f"{_label(model)} is {_net(model.config)}; expected {_net(config)} "
+                "(the same game and network shape)"
+            )
+    if game is not None and model.game is not game:
+        trained = model.config.game
+        raise ValueError(
+            f"{_label(model)} was trained on {trained.name} {trained.kwargs}, "
+            f"not on the {game.name} game asked for"
+        )
+
+
+def load(text: str, game: Game | None = None, config: Config | None = None) -> Model:
+    """The model at source `text` (WORKDIR, WORKDIR@STEP, FILE.azjax or zoo:NAME), checked by
+    `check` against `game` or a run's `config` when given; ValueError naming what is wrong."""
+    source = parse_source(text)
+    if source.kind == "run":
+        step = source.step
+        if step is None:
+            steps = checkpoint.list_steps(source.path)
+            step = steps[-1] if steps else None  # None: load_for_inference names the empty run
+        trained, params = checkpoint.load_for_inference(source.path, step)
+        card, name = None, f"{source.path}@{step}"
+    else:
+        trained, params, card = export.load_model(_file(source))
+        step = card.get("iteration") if isinstance(card.get("iteration"), int) else None
+        name = f"zoo:{source.path}" if source.kind == "zoo" else source.path
+    network = make_network(trained.game.make(), trained.network)
+    model = Model(trained, network, params, card, name, step)
+    check(model, game, config)
+    return model

@@ -1,0 +1,246 @@
+"""The one door to trained models (azjax.model): every kind of source, the one check, the
+shipped zoo playing the moves it played before the door, and every command taking a model."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import re
+import shutil
+import sys
+
+import jax
+import numpy as np
+import pytest
+from helpers import write_tiny_run
+from starlette.testclient import TestClient
+
+import games
+from azjax import agents, export, model, specs, train, zoo
+from azjax.cli import evaluate, play
+from azjax.cli import export as export_cli
+from azjax.cli.train import summary
+from azjax.config import Config, GameConfig, load_config
+from azjax.network import NetworkConfig
+from azjax.web.app import create_app
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "tests" / "data" / "zoo_moves.json"
+TTT, C4 = games.make("tictactoe"), games.make("connect4")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A tiny run (checkpoints 1 and 2), its newest checkpoint exported, and a zoo holding it."""
+    root = tmp_path_factory.mktemp("door")
+    write_tiny_run(root / "runs" / "ttt")
+    export.export_run(root / "runs" / "ttt", root / "m.azjax")
+    (root / "zoo").mkdir()
+    shutil.copy(root / "m.azjax", root / "zoo" / "ttt.azjax")
+    return root
+
+
+@pytest.fixture
+def sources(folder, monkeypatch):
+    """Every kind of source, by kind; the zoo pointed at the fixture's."""
+    monkeypatch.setenv(zoo.ENV, str(folder / "zoo"))
+    run = folder / "runs" / "ttt"
+    return {"run": str(run), "step": f"{run}@1", "file": str(folder / "m.azjax"), "zoo": "zoo:ttt"}
+
+
+def _same(a, b) -> bool:
+    """Whether two parameter trees hold equal arrays."""
+    leaves = [jax.tree.leaves(a), jax.tree.leaves(b)]
+    return len(leaves[0]) == len(leaves[1]) and all(
+        np.array_equal(x, y) for x, y in zip(*leaves, strict=True)
+    )
+
+
+def test_every_kind_of_source_loads_as_one_model(sources, folder):
+    loaded = {kind: model.load(text, TTT) for kind, text in sources.items()}
+    run = folder / "runs" / "ttt"
+    assert {k: m.name for k, m in loaded.items()} == {
+        "run": f"{run}@2",
+        "step": f"{run}@1",
+        "file": str(folder / "m.azjax"),
+        "zoo": "zoo:ttt",
+    }
+    assert [m.step for m in loaded.values()] == [2, 1, 2, 2]
+    assert loaded["run"].card is None and loaded["file"].card["iteration"] == 2
+    for kind, found in loaded.items():
+        assert found.game is TTT and model.game_of(sources[kind]) is TTT
+        assert found.network.apply(found.params, TTT.observe(TTT.init(jax.random.key(0)))[None])
+    newest = loaded["run"].params
+    assert _same(newest, loaded["file"].params) and _same(newest, loaded["zoo"].params)
+    assert not _same(newest, loaded["step"].params)
+    assert model.model_file(sources["zoo"]) == folder / "zoo" / "ttt.azjax"
+    assert model.model_file(sources["step"]) is None
+
+
+def test_the_one_check_refuses_another_game_or_shape(sources):
+    labels = {"run": "checkpoint .*@2", "step": "checkpoint .*@1", "file": "model .*m.azjax"}
+    labels["zoo"] = "zoo model ttt"
+    for kind, text in sources.items():
+        with pytest.raises(ValueError, match=f"{labels[kind]} was trained on tictactoe .*connect4"):
+            model.load(text, C4)
+    wider = Config(game=GameConfig("tictactoe"), network=NetworkConfig(blocks=1, channels=4))
+    other = Config(game=GameConfig("connect4"), network=NetworkConfig(blocks=0, channels=4))
+    for config, words in ((wider, "expected a 1x4"), (other, "expected a 0x4 .* of connect4")):
+        with pytest.raises(ValueError, match=f"is a 0x4 .*-norm net of tictactoe .*; {words}"):
+            model.load(sources["file"], config=config)
+    same = Config(game=GameConfig("tictactoe"), network=NetworkConfig(blocks=0, channels=4))
+    assert model.load(sources["zoo"], config=same).game is TTT
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "bad model source ''"),
+        ("runs/x@99999999999", "STEP <= 2147483647, got 99999999999"),
+        ("m.azjax@3", "a model file has one step: drop @3"),
+        ("zoo:a/b", "zoo needs a model NAME"),
+        ("zoo:nope", "no zoo model 'nope'"),
+        ("EMPTY", "no checkpoint in"),
+        ("EMPTY@4", "no checkpoint in"),
+    ],
+)
+def test_bad_sources_are_named(sources, tmp_path, text, message):
+    (tmp_path / "EMPTY").mkdir()
+    with pytest.raises(ValueError, match=message):
+        model.load(text.replace("EMPTY", str(tmp_path / "EMPTY")))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("zoo:tictactoe:3000000000", "zoo needs SIMS <= 100000, got 3000000000"),
+        ("mcts:100001", "mcts needs SIMS <= 100000"),
+        ("search:runs/x:0", "search needs a positive integer SIMS"),
+        ("alphabeta:65", "alphabeta needs DEPTH <= 64"),
+        ("policy:runs/x@99999999999", "policy needs STEP <= 2147483647"),
+    ],
+)
+def test_spec_numbers_are_bounded_where_parsed(spec, message):
+    with pytest.raises(ValueError, match=message):
+        specs.parse_spec(spec)
+    assert specs.parse_spec("mcts:100000").number == specs.MAX_SIMULATIONS
+    assert specs.parse_spec("policy:runs/x@0").step == 0
+
+
+def test_huge_simulation_counts_stop_the_commands_with_one_line(sources, tmp_path, capsys):
+    args = ["--game", "tictactoe", "--a", "zoo:ttt:3000000000", "--b", "random", "--games", "2"]
+    assert evaluate.main(args) == 2
+    err = capsys.readouterr().err
+    assert "zoo needs SIMS <= 100000, got 3000000000" in err and "Traceback" not in err
+    model_file = shutil.copy(sources["file"], tmp_path / "m.azjax")
+    card = export.read_card(model_file)
+    assert export_cli.main(["--card-only", str(model_file), "--simulations", "99999999999"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "azjax-export: --simulations must be in [1, 100000] simulations, got 99999999999\n"
+    )
+    assert export.read_card(model_file) == card  # untouched
+
+
+def test_zoo_models_play_the_moves_recorded_before_the_door(monkeypatch):
+    """Each shipped model, loaded through the door, plays the moves it played with 8
+    simulations and with its policy alone before the door was built (tests/data)."""
+    monkeypatch.delenv(zoo.ENV, raising=False)
+    recorded = json.loads(RECORDED.read_text())
+    assert sorted(recorded) == zoo.names()
+    for name, entry in recorded.items():
+        game = model.game_of(f"zoo:{name}")
+        search = agents.make(f"zoo:{name}:{entry['simulations']}", game)
+        policy = agents.make(f"policy-zoo:{name}", game)
+        search_fn, policy_fn = jax.jit(search.__call__), jax.jit(policy.__call__)
+        played = []
+        for position in entry["positions"]:
+            state = game.init(jax.random.key(position["init_seed"]))
+            for action in position["opening"]:
+                state = game.step(state, action)
+            key = jax.random.key(position["key"])
+            played.append(
+                {"search": int(search_fn(state, key)), "policy": int(policy_fn(state, key))}
+            )
+        want = [{k: p[k] for k in ("search", "policy")} for p in entry["positions"]]
+        assert played == want, name
+
+
+def test_an_agent_refuses_a_batch_of_states_clearly():
+    agent = agents.make("random", TTT)
+    states = jax.vmap(TTT.init)(jax.random.split(jax.random.key(0), 3))
+    with pytest.raises(ValueError, match=r"agent random takes one unbatched State, got a batch"):
+        agent(states, jax.random.key(1))
+    with pytest.raises(ValueError, match=r"of shape \(3,\): vmap it"):
+        jax.jit(agent.__call__)(states, jax.random.key(1))  # static shapes: refused under jit
+    keys = jax.random.split(jax.random.key(1), 3)
+    actions = jax.vmap(agent)(states, keys)
+    assert actions.shape == (3,)
+    with pytest.raises(ValueError, match="an analysis takes one unbatched State"):
+        agents.analysis(TTT, "random")(states, jax.random.key(1))
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def test_azjax_eval_takes_every_kind_of_source(sources, tmp_path):
+    for kind, text in sources.items():
+        spec = text.replace("zoo:", "policy-zoo:") if kind == "zoo" else f"policy:{text}"
+        out = tmp_path / f"{kind}.json"
+        args = ["--a", spec, "--b", "random", "--games", "2", "--quiet", "--json", str(out)]
+        assert evaluate.main(args) == 0, kind  # the game comes from the model
+        assert json.loads(out.read_text())["game"] == "tictactoe"
+
+
+def test_azjax_play_takes_every_kind_of_source(sources, monkeypatch, capsys):
+    for kind, text in sources.items():
+        spec = text.replace("zoo:", "policy-zoo:") if kind == "zoo" else f"policy:{text}"
+        moves = "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
+        monkeypatch.setattr(sys, "stdin", io.StringIO(moves))
+        play.main(["--game", "tictactoe", "--opponent", spec])
+        assert "Moves: " in capsys.readouterr().out, kind
+
+
+def test_azjax_serve_offers_runs_and_zoo_models(sources, folder):
+    with TestClient(create_app(str(folder / "runs"), analyse=False)) as client:
+        offered = client.get("/api/options").json()
+        assert [m["name"] for m in offered["zoo"]] == ["ttt"]
+        run = folder / "runs" / "ttt"
+        for spec in (f"policy:{run}@2", f"search:{run}@2", "zoo:ttt", "policy-zoo:ttt"):
+            body = {"game": "tictactoe", "opponent": spec, "human": 1}
+            response = client.post("/api/games", json=body)
+            assert response.status_code == 201, (spec, response.text)
+            assert response.json()["ply"] == 1  # the model opened
+
+
+def test_azjax_export_takes_every_kind_of_source(sources, tmp_path, capsys):
+    for kind, text in sources.items():
+        out = tmp_path / f"{kind}.onnx"
+        assert export_cli.main([text, "--format", "onnx", "--out", str(out)]) == 0, kind
+        assert "onnxruntime matches JAX" in capsys.readouterr().out
+    run = sources["run"]
+    twice = [f"{run}@1", "--step", "1", "--format", "onnx", "--out", str(tmp_path / "x.onnx")]
+    assert export_cli.main(twice) == 2
+    assert "names its step already: drop --step 1" in capsys.readouterr().err
+    assert export_cli.main([f"{run}@1", "--out", str(tmp_path / "one.azjax")]) == 0
+    assert export.read_card(tmp_path / "one.azjax")["iteration"] == 1
+    assert export_cli.main(["--card-only", "zoo:ttt", "--device", "2 CPU cores"]) == 0
+    assert zoo.card("ttt")["device"] == "2 CPU cores"
+    assert export_cli.main(["--card-only", run]) == 2
+    assert "--card-only needs a model file or zoo:NAME" in capsys.readouterr().err
+
+
+def test_train_init_from_takes_every_kind_of_source(sources):
+    tiny = ["network.blocks=0", "network.channels=4"]
+    for kind, text in sources.items():
+        overrides = [*tiny, f"train.init_from={text}"]
+        config = load_config(ROOT / "configs" / "tictactoe.yaml", overrides)
+        assert _same(train.initial_params(config), model.load(text).params), kind
+
+
+def test_the_trainers_closing_hint_loads_the_run(sources):
+    run = sources["run"]
+    hint = re.search(r"load with (agents\.make\(.*\))\)$", summary({"iteration": 2}, 6.0, run))
+    agent = eval(hint.group(1), {"agents": agents, "game": TTT})  # the line as printed
+    assert agent.name == f"search:{run}@2"
