@@ -82,6 +82,9 @@ def _write_atomically(path: pathlib.Path, data: bytes) -> None:
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise ModelError(f"cannot write {path}: {err.strerror}") from None
+    except BaseException:  # Ctrl-C
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _write(path: pathlib.Path, entries: Mapping[str, Any]) -> None:
@@ -493,6 +496,32 @@ def export_onnx(
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     _write_atomically(out, model.SerializeToString())
+
+
+def write_checked_onnx(
+    config: Config,
+    params: Params,
+    out: str | pathlib.Path,
+    batch: int | None = None,
+    card: Mapping[str, Any] | None = None,
+) -> float:
+    """`export_onnx` into a file beside `out`, checked by onnxruntime (`check_onnx`) and only
+    then moved to `out`: a failed or interrupted export leaves `out` as it was. Returns the
+    check's largest difference."""
+    out = pathlib.Path(out)
+    _check_suffix(out, ".onnx")
+    if not out.parent.is_dir():
+        raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
+    unchecked = out.with_name(f"{out.name[: -len('.onnx')]}.unchecked.onnx")
+    try:
+        export_onnx(config, params, unchecked, batch, card)
+        difference = check_onnx(unchecked, config, params)
+        os.replace(unchecked, out)
+    except OSError as err:
+        raise ModelError(f"cannot write {out}: {err.strerror}") from None
+    finally:
+        unchecked.unlink(missing_ok=True)
+    return difference
 
 
 def check_onnx(

@@ -620,7 +620,11 @@ def _train(
     stopping = stopping or parallel.any_process(stop.requested)  # asked during the last one
     final: dict[str, Any] = {"iteration": iteration}
     if stopping:
-        print(f"stopped at iteration {iteration}, checkpoint saved; run the same command to resume")
+        print(
+            f"interrupted at iteration {iteration}; checkpoint saved; rerun the same command to "
+            "resume",
+            flush=True,
+        )
         log.close()
         return {
             **record,

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 import games
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import use_compilation_cache
+from azjax.cli import INTERRUPTED, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import load_game_modules
 from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
@@ -171,6 +171,17 @@ def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game
     return tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr)
 
 
+def _advance(bar) -> Callable[[int], None]:
+    """The progress callback of a batch loop: the bar moves, then a Ctrl-C whose
+    KeyboardInterrupt was dropped stops the loop."""
+
+    def advance(n: int) -> None:
+        bar.update(n)
+        check_interrupt()
+
+    return advance
+
+
 def _print_results(results) -> None:
     width = max(len(f"{r.name_a} vs {r.name_b}") for r in results)
     print(f"{'match':{width}}  {'W':>5} {'D':>5} {'L':>5}  {'score':>13}  as first   as second")
@@ -232,7 +243,7 @@ def _match(args: argparse.Namespace) -> Outcome:
                 jax.random.key(args.seed),
                 args.opening_moves,
                 args.batch or GAME_BATCH,
-                bar.update,
+                _advance(bar),
             )
     except arena.MatchInterrupted as stop:  # Ctrl-C: the finished batches still count
         result, stopped = stop.result, {"interrupted": True, "planned_games": stop.planned}
@@ -262,7 +273,7 @@ def _rate(args, game, players, pairs, desc: str):
             anchor=players[0].name,
             opening_moves=args.opening_moves,
             batch_size=args.batch or GAME_BATCH,
-            progress=bar.update,
+            progress=_advance(bar),
             on_result=save_partial,
         )
 
@@ -402,7 +413,7 @@ def _solver(args: argparse.Namespace) -> Outcome:
     positions = referee.load(args.positions)
     with _progress(args, len(positions), f"{agent.name} on the solver set", "position") as bar:
         result = solver.accuracy(
-            game, agent, jax.random.key(args.seed), positions, args.batch, bar.update
+            game, agent, jax.random.key(args.seed), positions, args.batch, _advance(bar)
         )
     data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
     return data, lambda: print(f"{agent.name} against perfect play ({game.name}):\n{result}")
@@ -414,7 +425,11 @@ def _zoo() -> Outcome:
     return {"zoo": [zoo.card(name) for name in zoo.names()]}, lambda: print(zoo.table())
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int | None:
+    return run_command("azjax-eval", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     load_game_modules("azjax-eval")
     args = _parser().parse_args(argv)
     for option, value in (("--games", args.games), ("--batch", args.batch)):
@@ -452,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json is not None and (args.ladder or args.round_robin) is not None:
             kept = f"; the finished matches are in {args.json}"
         print(f"azjax-eval: interrupted{kept}", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     _write_json(args.json, data)  # first: results are kept even if printing fails
     show()
     if args.json is not None:
@@ -464,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
             "games (whole batches); the figures above count those",
             file=sys.stderr,
         )
-        return 130
+        return INTERRUPTED
     return 0
 
 

@@ -20,6 +20,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from azjax.cli import INTERRUPTED, OK, bad_input, run_command
 from azjax.cli.args import load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
 
@@ -168,17 +169,21 @@ def _export(args: argparse.Namespace) -> None:
             "--simulations and --score-tiebreak are for a model file: ONNX holds the network alone"
         )
     found = model.load(source)
-    export.export_onnx(found.config, found.params, args.out, args.batch, found.card)
-    difference = export.check_onnx(args.out, found.config, found.params)
+    difference = export.write_checked_onnx(
+        found.config, found.params, args.out, args.batch, found.card
+    )
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int | None:
+    return run_command("azjax-export", _main, argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     load_game_modules("azjax-export")
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
-        print("azjax-export: --strength needs --card-only", file=sys.stderr)
-        return 2
+        return bad_input("azjax-export", "--strength needs --card-only")
     from azjax.cli import use_compilation_cache  # imports JAX: after the usage checks
 
     use_compilation_cache()
@@ -190,9 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _export(args)
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
-        print(f"azjax-export: {err}", file=sys.stderr)
-        return 2
-    return 0
+        return bad_input("azjax-export", str(err))
+    except KeyboardInterrupt:
+        onnx = args.format == "onnx" and args.out is not None and not args.card_only
+        kept = f"; {args.out} is left as it was" if onnx else ""
+        print(f"\nazjax-export: interrupted{kept}", file=sys.stderr)
+        return INTERRUPTED
+    return OK
 
 
 if __name__ == "__main__":

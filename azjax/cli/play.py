@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import games
 from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
+from azjax.cli import INTERRUPTED, bad_input, run_command
 from azjax.cli.args import load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
 from games import IllegalMoveError
@@ -142,6 +143,12 @@ def _epilog() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    status = run_command("azjax-play", _main, argv)
+    if status:
+        sys.exit(status)
+
+
+def _main(argv: Sequence[str] | None) -> None:
     load_game_modules("azjax-play")
     parser = argparse.ArgumentParser(
         prog="azjax-play",
@@ -177,20 +184,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         game = games.make(args.game, **kwargs)
         args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
-        parser.error(str(err))
+        sys.exit(bad_input("azjax-play", f"error: {err}"))
     session: Session | None = None
     status = 0
     try:
         try:
             session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
         except ValueError as err:
-            parser.error(str(err))
+            sys.exit(bad_input("azjax-play", f"error: {err}"))
         colour = sys.stdout.isatty() and not args.no_colour
         run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
     except KeyboardInterrupt:  # Ctrl-C: at the prompt or while the agent thinks
         sys.stdout.flush()
         print("\nInterrupted: the game is left unfinished.", file=sys.stderr, flush=True)
-        status = 130
+        status = INTERRUPTED
     if args.save and session is not None:
         save(session, args.save, {"kwargs": kwargs, "opponent": args.opponent})
     if status:

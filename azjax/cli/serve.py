@@ -17,10 +17,17 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from azjax.cli import bad_input, run_command
 from azjax.cli.args import load_game_modules, port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    status = run_command("azjax-serve", _main, argv)
+    if status:
+        sys.exit(status)
+
+
+def _main(argv: Sequence[str] | None) -> int | None:
     load_game_modules("azjax-serve")
     parser = argparse.ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -49,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         offer(args.games)
     except (ValueError, ImportError) as err:
-        sys.exit(f"azjax-serve: --games: {err}")
+        return bad_input("azjax-serve", f"--games: {err}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}; anyone who can reach it can play", file=sys.stderr)
 

@@ -7,9 +7,11 @@ files and a final summary. Multi-host clusters are joined automatically (see azj
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 import time
 
+from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command, stopped
 from azjax.cli.args import load_game_modules
 
 
@@ -37,7 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int | None:
+    return run_command("azjax-train", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     load_game_modules("azjax-train")
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
@@ -46,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # configuration errors stop the run before JAX touches a device
         config = load_config(args.config, args.overrides)
     except ConfigError as err:
-        print(f"azjax-train: configuration error: {err}", file=sys.stderr)
-        return 2
+        return bad_input("azjax-train", f"configuration error: {err}")
 
     import jax  # after the config is checked: its errors come before JAX starts
 
@@ -57,12 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
     except ValueError as err:
-        print(f"azjax-train: --cpu-devices: {err}", file=sys.stderr)
-        return 2
+        return bad_input("azjax-train", f"--cpu-devices: {err}")
     use_compilation_cache()
     parallel.initialize_distributed()
 
-    from azjax.train import TrainingError, train_and_evaluate  # after the CPU devices are set
+    from azjax.checkpoint import WorkdirError  # after the CPU devices are set
+    from azjax.train import TrainingError, train_and_evaluate  # the same
 
     devices = jax.devices()
     if jax.process_index() == 0:
@@ -71,18 +76,38 @@ def main(argv: list[str] | None = None) -> int:
             f"({jax.process_count()} process(es)), workdir {args.workdir}",
             flush=True,
         )
-    start = time.perf_counter()
-    try:  # CheckpointError, ConfigError and WorkdirError are ValueErrors
+    start, existed = time.perf_counter(), pathlib.Path(args.workdir).exists()
+    try:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
-    except (OSError, ValueError, TrainingError) as err:
+    except (OSError, WorkdirError) as err:  # unusable, or another run's: left as it is
         print(f"azjax-train: {err}", file=sys.stderr)
-        return 1
+        return FAILED
+    except TrainingError as err:
+        _remove_if_empty(args.workdir, existed)
+        print(f"azjax-train: {err}", file=sys.stderr)
+        return FAILED
+    except ValueError as err:  # CheckpointError, ConfigError: what the run was given
+        _remove_if_empty(args.workdir, existed)
+        return bad_input("azjax-train", str(err))
     except KeyboardInterrupt:
         print("azjax-train: interrupted; the newest checkpoint is kept", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+    if final.get("interrupted"):  # its line is printed: interrupted at iteration N; ...
+        return stopped()
     if jax.process_index() == 0 and not final.get("finished"):
         print(summary(final, time.perf_counter() - start, args.workdir))
-    return 0
+    return OK
+
+
+def _remove_if_empty(workdir: str, existed: bool) -> None:
+    """Remove what a run that failed before its first checkpoint left: an empty checkpoint
+    folder, and the workdir when this command made it and nothing else is in it."""
+    folder = pathlib.Path(workdir)
+    for path in (folder / "checkpoints", *(() if existed else (folder,))):
+        try:
+            path.rmdir()  # only when empty
+        except OSError:
+            return
 
 
 def summary(final: dict, seconds: float, workdir: str) -> str:

@@ -1,0 +1,61 @@
+"""Every command follows one exit-status convention (azjax.cli): bad input of any kind exits 2
+with one line on stderr, before anything is compiled and without a traceback."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from azjax.cli import BAD_INPUT, FAILED, INTERRUPTED, OK
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
+
+# (command, bad arguments, what the line names); {tmp} is a fresh empty folder
+BAD_INPUT_CASES = [
+    ("azjax-train", ["--config", "{tmp}/none.yaml", "--workdir", "{tmp}/run"], "none.yaml"),
+    (
+        "azjax-train",
+        ["--config", str(TICTACTOE), "--workdir", "{tmp}/run", "train.init_from={tmp}/none"],
+        "train.init_from=",
+    ),
+    ("azjax-eval", ["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "0"], "0"),
+    ("azjax-play", ["--game", "tictactoe", "--opponent", "nonsense"], "nonsense"),
+    ("azjax-serve", ["--games", "pgx:nope", "--port", "0"], "nope"),
+    ("azjax-export", ["{tmp}/none", "--out", "{tmp}/model.azjax"], "none"),
+]
+
+
+def _module(command: str) -> str:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    return scripts[command].split(":")[0]
+
+
+def test_the_statuses_are_the_documented_ones():
+    assert (OK, FAILED, BAD_INPUT, INTERRUPTED) == (0, 1, 2, 130)
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert {command for command, _, _ in BAD_INPUT_CASES} == set(scripts)  # every command
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "named"), BAD_INPUT_CASES, ids=[c[0] for c in BAD_INPUT_CASES]
+)
+def test_bad_input_is_one_line_and_status_2(tmp_path, command, args, named):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", _module(command), *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == BAD_INPUT, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"{command}: "), proc.stderr
+    assert named in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()  # a refused run leaves no empty workdir behind

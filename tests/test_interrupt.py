@@ -1,0 +1,202 @@
+"""Ctrl-C and SIGTERM, sent to the commands as a shell sends them (to a process group of their
+own), wherever they land: the command keeps what it finished, says so in one line and exits 130
+(azjax.cli), never crashing while XLA still compiles or computes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from helpers import write_tiny_run
+
+from azjax.checkpoint import list_steps
+from azjax.cli import INTERRUPTED
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
+TINY = [  # tests/test_train.py's tiny run, for as many iterations as it is given
+    "network.blocks=0",
+    "network.channels=8",
+    "search.num_simulations=4",
+    "search.max_num_considered_actions=4",
+    "selfplay.batch_size=8",
+    "selfplay.chunk_moves=9",
+    "replay.capacity=512",
+    "replay.min_size=16",
+    "train.batch_size=32",
+    "train.steps_per_iteration=4",
+    "train.iterations=1000",
+    "eval.every=0",
+    "eval.final_num_games=0",
+    "eval.opponents=[random]",
+    "checkpoint.every=1",
+]
+
+
+class Running:
+    """A command started in a session (process group) of its own, its output read as it comes."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None, stdin=None):
+        self.process = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.out, self.err = bytearray(), bytearray()
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream, into), daemon=True)
+            for stream, into in ((self.process.stdout, self.out), (self.process.stderr, self.err))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream, into: bytearray) -> None:
+        while chunk := os.read(stream.fileno(), 4096):
+            into.extend(chunk)
+
+    def wait_for(self, condition, what: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.process.poll() is None, f"ended before {what}: {self.text()}"
+            assert time.monotonic() < deadline, f"no {what} in {timeout} s: {self.text()}"
+            time.sleep(0.05)
+
+    def wait_for_text(self, text: str, stream: str = "err") -> None:
+        self.wait_for(lambda: text.encode() in getattr(self, stream), repr(text))
+
+    def send(self, sig: int) -> None:
+        os.kill(self.process.pid, sig)
+
+    def finish(self, timeout: float = 240) -> tuple[int, str, str]:
+        code = self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)
+        return code, self.out.decode(), self.err.decode()
+
+    def text(self) -> str:
+        return f"\nstdout: {self.out.decode()}\nstderr: {self.err.decode()}"
+
+
+def _compiling(tmp_path: pathlib.Path) -> dict[str, str]:
+    """An empty compilation cache, and JAX saying what it compiles (see `compiling`)."""
+    cache = tmp_path / "jax_cache"
+    cache.mkdir()
+    return {"AZJAX_JAX_CACHE": str(cache), "JAX_LOG_COMPILES": "1"}
+
+
+def compiling(run: Running, name: str) -> None:
+    """Wait until XLA compiles the program `name` (seconds, from an empty cache)."""
+    run.wait_for_text(f"Finished jaxpr to MLIR module conversion jit({name})")
+    time.sleep(0.5)
+
+
+def _clean(code: int, err: str) -> None:
+    assert code == INTERRUPTED, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def test_ctrl_c_while_xla_compiles_exits_130_not_a_crash(tmp_path):
+    # The signal used to leave the compile running on XLA's threads, and Python's teardown
+    # then crashed under it (SIGSEGV, status 139).
+    argv = ["-m", "azjax.cli.evaluate", "--game", "tictactoe", "--a", "mcts:16", "--b", "random"]
+    run = Running([*argv, "--games", "2"], env=_compiling(tmp_path))
+    compiling(run, "play")
+    run.send(signal.SIGINT)
+    code, _out, err = run.finish()
+    _clean(code, err)
+    assert err.strip().splitlines()[-1] == "azjax-eval: interrupted", err
+
+
+def test_sigterm_keeps_a_matchs_finished_batches(tmp_path):
+    result, planned = tmp_path / "match.json", 100_000
+    argv = ["-m", "azjax.cli.evaluate", "--game", "tictactoe", "--a", "mcts:4", "--b", "random"]
+    run = Running([*argv, "--games", str(planned), "--batch", "2", "--json", str(result)])
+    run.wait_for(lambda: re.search(rb"\| [1-9]\d*/", run.err), "a finished batch")
+    run.send(signal.SIGTERM)
+    code, out, err = run.finish()
+    _clean(code, err)
+    match = json.loads(result.read_text())["match"]
+    assert match["interrupted"] and match["planned_games"] == planned, match
+    assert 2 <= match["games"] < planned and match["games"] % 2 == 0, match
+    assert f"interrupted after {match['games']} of {planned} games" in err, err
+    assert "mcts:4 vs random" in out
+
+
+def test_play_ctrl_c_while_the_agent_thinks(tmp_path):
+    save = tmp_path / "game.json"
+    argv = ["-m", "azjax.cli.play", "--game", "tictactoe", "--opponent", "mcts:16"]
+    run = Running([*argv, "--save", str(save)], env=_compiling(tmp_path), stdin=subprocess.PIPE)
+    run.wait_for_text("Your move", "out")
+    run.process.stdin.write(b"5\n")
+    run.process.stdin.flush()
+    compiling(run, "fn")  # the agent's search
+    run.send(signal.SIGINT)
+    code, _out, err = run.finish()
+    _clean(code, err)
+    assert err.strip().splitlines()[-1] == "Interrupted: the game is left unfinished.", err
+    assert json.loads(save.read_text())["moves"] == ["5"]
+
+
+def test_training_stopped_by_sigterm_exits_130_and_resumes(tmp_path):
+    workdir = tmp_path / "run"
+    argv = ["-m", "azjax.cli.train", "--config", str(TICTACTOE), "--workdir", str(workdir)]
+    run = Running([*argv, "--quiet", "--cpu-devices", "1", *TINY])
+    run.wait_for(lambda: list_steps(workdir), "checkpoint")
+    run.send(signal.SIGTERM)
+    run.wait_for_text("interrupted at iteration", "out")
+    run.send(signal.SIGINT)  # during the exit: ends it at once, quietly
+    code, out, err = run.finish()
+    _clean(code, err)
+    stopped = list_steps(workdir)[-1]
+    assert f"interrupted at iteration {stopped}; checkpoint saved; rerun the same command" in out
+    assert "done:" not in out, out
+
+
+ONNX_EXPORT = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from azjax import export
+    from azjax.cli.export import main
+
+    def slow_check(path, *args, **kwargs):  # the check, taking its time
+        pathlib.Path(sys.argv[1]).write_text(str(path))
+        time.sleep(120)
+
+    export.check_onnx = slow_check
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
+    from azjax import export
+
+    write_tiny_run(tmp_path / "run", steps=(1,))
+    model = tmp_path / "ttt.azjax"
+    export.export_run(tmp_path / "run", model)
+    out, checking = tmp_path / "ttt.onnx", tmp_path / "checking"
+    out.write_bytes(b"the previous export")
+    argv = [str(checking), str(model), "--format", "onnx", "--out", str(out)]
+    run = Running(["-c", ONNX_EXPORT, *argv])
+    run.wait_for(checking.exists, "the check")
+    run.send(signal.SIGINT)
+    code, _, err = run.finish()
+    _clean(code, err)
+    assert err.strip() == f"azjax-export: interrupted; {out} is left as it was", err
+    assert out.read_bytes() == b"the previous export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["run", "ttt.azjax", "ttt.card.json", "ttt.onnx", "checking"]
+    )
