@@ -50,6 +50,10 @@ class Agent:
     params: Any = None  # traced pytree (network parameters); None for baselines
     name: str = flax.struct.field(pytree_node=False, default="")
 
+    # By identity, so that `jax.jit(agent)` can key its cache on the agent (the generated hash
+    # would hash the parameters, which are not hashable).
+    __hash__ = object.__hash__
+
     def __call__(self, state: State, key: Array) -> Array:
         check_unbatched(state, f"agent {self.name}".rstrip())
         return self.fn(self.params, state, key)
