@@ -15,8 +15,7 @@ its hosts in the VM metadata), `AZJAX_DISTRIBUTED=0` to skip it.
 
 One CPU, several cores: XLA runs one CPU device's small operations on one thread, so
 `use_cpu_cores` (called by `azjax-train` before JAX starts) makes one CPU device per core, and
-the same data-parallel program keeps every core busy (Connect4's CPU config: 1.9x the
-iterations per second of one core on two cores, where one device on both cores gives 1.15x).
+the same data-parallel program keeps every core busy (measured in docs/learning.md#benchmarks).
 """
 
 from __future__ import annotations

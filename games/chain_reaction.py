@@ -109,11 +109,11 @@ def _resolve(board: Array, mass: Array, cap: int) -> Array:
 
 # Batched resolution (the vmap rule of `_resolve`). Under a plain vmap a while_loop runs every
 # board until the slowest one settles, yet most moves explode nothing and few chains pass two
-# levels (5x5 random play: 14% of moves reach a second level, 9% a third, while a batch of 4096
-# waits 17 levels on average). On the CPU the batch therefore runs _WARMUP levels, then hands its
-# still-unstable boards to a batch of 1/_SHRINK the size (in as many rounds as needed), and so on
-# down to _SMALL boards, which run to the end: 2.8x the steps/s of the plain loop (5x5, batch
-# 4096, 2 cores). Accelerators run the plain loop, whose cheap levels beat the extra launches.
+# levels, while a large batch waits for its longest chain. On the CPU the batch therefore runs
+# _WARMUP levels, then hands its still-unstable boards to a batch of 1/_SHRINK the size (in as
+# many rounds as needed), and so on down to _SMALL boards, which run to the end: several times
+# the steps/s of the plain loop (measured in docs/learning.md#benchmarks). Accelerators run the
+# plain loop, whose cheap levels beat the extra launches.
 _WARMUP, _SHRINK, _SMALL = 2, 8, 64
 
 
@@ -166,7 +166,6 @@ class ChainReaction(Game):
         "rows": (MIN_SIZE, MAX_SIZE),
         "cols": (MIN_SIZE, MAX_SIZE),
     }
-    has_score = True
     players = ("Red", "Green")
     colours = ("#e63946", "#2a9d8f")
     marks = ("x", "o")
@@ -247,11 +246,7 @@ class ChainReaction(Game):
 
     def heuristic(self, state: State, player: Array) -> Array:
         """Orb difference."""
-        return jnp.where(player == 0, 1.0, -1.0) * self.score(state)
-
-    def score(self, state: State) -> Array:
-        """Player 0's orbs minus player 1's."""
-        return state.board.astype(jnp.float32).sum()
+        return jnp.where(player == 0, 1.0, -1.0) * state.board.astype(jnp.float32).sum()
 
     # -- for people and tests (host side) ----------------------------------------------
 

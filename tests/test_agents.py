@@ -334,6 +334,9 @@ def test_network_agents_from_a_checkpoint(tiny_run):
         moves = _choose(agent, states, jax.random.key(12))
         assert states.legal_action_mask[rows, moves].all()
     last = index(states, -1)
+    for agent in (policy, search):  # jit an agent itself, as the README shows
+        key = jax.random.key(14)
+        assert int(jax.jit(agent)(last, key)) == int(agent(last, key))
     hint = agents.analysis(game, f"search:{tiny_run}")
     policy_out, value = hint(last, jax.random.key(13))
     legal = np.asarray(last.legal_action_mask)
