@@ -312,10 +312,10 @@ def _policy_fn(game: Game, network: Any) -> MoveFn:
 
 
 @functools.cache
-def _network_evaluator(network: Any, score_tiebreak: float = 0.0) -> Evaluator:
+def _network_evaluator(network: Any) -> Evaluator:
     from azjax.search import network_evaluator
 
-    return network_evaluator(network, score_tiebreak)
+    return network_evaluator(network)
 
 
 def policy_agent(game: Game, network: Any, params: Params, name: str = "policy") -> Agent:
@@ -327,7 +327,7 @@ def search_agent(
     game: Game, network: Any, params: Params, search_config: SearchConfig, name: str = "search"
 ) -> Agent:
     """The network with search (no exploration noise): the searched best move."""
-    fn = _search_fn(game, _network_evaluator(network, search_config.score_tiebreak), search_config)
+    fn = _search_fn(game, _network_evaluator(network), search_config)
     return Agent(fn=fn, params=params, name=name)
 
 
@@ -528,5 +528,5 @@ def analysis(game: Game, spec: str) -> Analysis:
         return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
     run_config, network, params, _ = _trained(game, parsed)
     config = run_config.playing_search(parsed.number)
-    evaluate = _network_evaluator(network, config.score_tiebreak)
+    evaluate = _network_evaluator(network)
     return Analysis(_analysis_fn(game, evaluate, config), params)

@@ -237,7 +237,6 @@ _SHAPE_KEYS = (
     "network.channels",
     "replay.capacity",
     "selfplay.batch_size",
-    "optim.optimizer",
 )
 
 
