@@ -196,5 +196,6 @@ def test_a_stored_config_with_retired_keys_at_their_off_values_loads():
 def test_a_retired_key_that_was_on_is_refused_naming_it(section, key, value):
     data = config_to_dict(Config())
     data[section][key] = value
-    with pytest.raises(ConfigError, match=rf"^{section}\.{key}={value!r}: this feature was retired"):
+    refused = rf"^{section}\.{key}={value!r}: this feature was retired"
+    with pytest.raises(ConfigError, match=refused):
         config_from_dict(data)
