@@ -307,7 +307,7 @@ def validate(config: Config) -> None:
         raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
     if r.min_size > r.capacity:
         raise ConfigError(f"replay.min_size={r.min_size!r}: must be <= replay.capacity")
-    _validate_learning_extras(config)
+    _validate_reanalyse(config)
     for i, spec in enumerate(config.eval.opponents):
         try:
             agents.parse_spec(spec)
@@ -315,7 +315,7 @@ def validate(config: Config) -> None:
             raise ConfigError(f"eval.opponents[{i}]: {err}") from None
 
 
-def _validate_learning_extras(config: Config) -> None:
+def _validate_reanalyse(config: Config) -> None:
     """Reanalyse: refuse a fraction that re-searches no position of a batch."""
     t = config.train
     if t.reanalyse_fraction > 0 and round(t.reanalyse_fraction * t.batch_size) < 1:

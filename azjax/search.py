@@ -98,7 +98,7 @@ def reward(state: State, child: State) -> Array:
     return child.rewards[state.current_player].astype(jnp.float32)
 
 
-def _recurrent_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> mctx.RecurrentFn:
+def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
         logits, value = evaluate(params, children, key)
@@ -151,7 +151,7 @@ def search_tree(
         value=jnp.where(states.terminated, 0.0, value).astype(jnp.float32),
         embedding=states,
     )
-    recurrent_fn = _recurrent_fn(game, evaluate, config)
+    recurrent_fn = _recurrent_fn(game, evaluate)
     if config.algorithm == "gumbel":
         out = mctx.gumbel_muzero_policy(
             params,
