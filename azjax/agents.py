@@ -313,8 +313,8 @@ def _policy_fn(game: Game, network: Any) -> MoveFn:
 
 
 @functools.cache
-def _network_evaluator(network: Any, score_tiebreak: float = 0.0) -> Evaluator:
-    return network_evaluator(network, score_tiebreak)
+def _network_evaluator(network: Any) -> Evaluator:
+    return network_evaluator(network)
 
 
 def policy_agent(game: Game, network: Any, params: Params, name: str = "policy") -> Agent:
@@ -326,7 +326,7 @@ def search_agent(
     game: Game, network: Any, params: Params, search_config: SearchConfig, name: str = "search"
 ) -> Agent:
     """The network with search (no exploration noise): the searched best move."""
-    fn = _search_fn(game, _network_evaluator(network, search_config.score_tiebreak), search_config)
+    fn = _search_fn(game, _network_evaluator(network), search_config)
     return Agent(fn=fn, params=params, name=name)
 
 
@@ -411,5 +411,5 @@ def analysis(game: Game, spec: str) -> Analysis:
         return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
     found, _ = _trained(game, parsed)
     config = found.config.playing_search(parsed.number)
-    evaluate = _network_evaluator(found.network, config.score_tiebreak)
+    evaluate = _network_evaluator(found.network)
     return Analysis(_analysis_fn(game, evaluate, config), found.params)

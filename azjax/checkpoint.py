@@ -236,7 +236,6 @@ _SHAPE_KEYS = (
     "network.channels",
     "replay.capacity",
     "selfplay.batch_size",
-    "optim.optimizer",
 )
 
 

@@ -56,31 +56,20 @@ class ReplayConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OptimConfig:
-    optimizer: str = "adamw"  # "adamw" | "sgd" (with Nesterov momentum)
     learning_rate: float = 1e-3  # peak, reached after the warm-up
     warmup_steps: int = 100
     final_lr_fraction: float = 0.1  # cosine decay to this fraction of the peak at the last step
-    momentum: float = 0.9  # sgd only
-    weight_decay: float = 0.0  # decoupled weight decay (adamw only)
     l2: float = 1e-4  # L2 penalty on weights in the loss
     value_weight: float = 1.0  # weight of the value MSE against the policy cross-entropy
-    # Weight of the auxiliary score MSE (final score margin / the game's score_scale, mover's view;
-    # 0: off). Needs a game with a score, network.score_head and a value target that waits
-    # for the game's end (selfplay.value_target z or mix).
-    score_weight: float = 0.0
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 disables)
 
     def __post_init__(self) -> None:
         checks = {
-            "optimizer": (self.optimizer in ("adamw", "sgd"), "adamw or sgd"),
             "learning_rate": (self.learning_rate > 0, "> 0"),
             "warmup_steps": (self.warmup_steps >= 0, ">= 0"),
             "final_lr_fraction": (0 <= self.final_lr_fraction <= 1, "in [0, 1]"),
-            "momentum": (0 <= self.momentum < 1, "in [0, 1)"),
-            "weight_decay": (self.weight_decay >= 0, ">= 0"),
             "l2": (self.l2 >= 0, ">= 0"),
             "value_weight": (self.value_weight >= 0, ">= 0"),
-            "score_weight": (self.score_weight >= 0, ">= 0"),
             "max_grad_norm": (self.max_grad_norm >= 0, ">= 0"),
         }
         check_fields("optim", self, checks)
@@ -96,8 +85,6 @@ class TrainConfig:
     # the latest parameters (search.*, no root noise) and get that search's policy target; the
     # buffer then stores each position's game State. 0: off.
     reanalyse_fraction: float = 0.0
-    reanalyse_value: bool = False  # also mix the re-searched root value into the value target
-    #   with weight selfplay.value_mix
     # A model file (azjax-export) or zoo:NAME whose parameters start the run in place of random
     # ones (same game and network shape; the optimizer, buffer and schedule start afresh). A
     # resumed run continues from its checkpoint instead. "": random parameters.
@@ -211,8 +198,43 @@ def config_to_dict(config: Any) -> dict:
     return plain(config)
 
 
+# ----------------------------------------------------------------------------- retired knobs
+
+ANY = object()  # a retired key that changed nothing unless another, retired, switch was on
+
+# Keys that configs no longer have (docs/learning.md#retired-knobs), with the value at which each
+# did nothing: a stored config (a model file, a run directory) written before the key was
+# removed still holds it. At that value it is dropped; at any other it is refused, since this
+# azjax cannot play or train as that config asked.
+RETIRED: dict[str, Any] = {
+    "network.global_pool": False,
+    "network.score_head": False,
+    "optim.optimizer": "adamw",
+    "optim.momentum": ANY,  # read only by the SGD optimizer
+    "optim.weight_decay": 0.0,
+    "optim.score_weight": 0.0,
+    "search.temperature": 1.0,
+    "search.score_utility": 0.0,
+    "search.discount": 1.0,
+    "search.score_tiebreak": 0.0,
+    "train.reanalyse_value": False,
+}
+
+
+def _drop_retired(key: str, value: Any) -> None:
+    """Return when retired `key` holds its "off" value; else raise ConfigError."""
+    off = RETIRED[key]
+    if off is ANY or (value == off and isinstance(value, bool) == isinstance(off, bool)):
+        return
+    raise ConfigError(
+        f"{key}={value!r}: this feature was retired (only {off!r} still loads); see "
+        "docs/learning.md#retired-knobs for the last commit that had it"
+    )
+
+
 def config_from_dict(data: Mapping[str, Any], cls: type = Config) -> Any:
-    """Build (and validate) a config dataclass from a nested dict; missing keys take defaults."""
+    """Build (and validate) a config dataclass from a nested dict; missing keys take defaults,
+    and retired keys (`RETIRED`) at their "off" value are dropped."""
     config = _build(cls, data, "")
     if cls is Config:
         validate(config)
@@ -224,14 +246,17 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
         raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    where = f"{prefix}." if prefix else ""
+    retired = [name for name in data if name not in fields and where + name in RETIRED]
+    for name in retired:
+        _drop_retired(where + name, data[name])
+    data = {name: value for name, value in data.items() if name not in retired}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        where = f"{prefix}." if prefix else ""
         raise ConfigError(
             f"unknown key {where}{unknown[0]}; known keys{' of ' + prefix if prefix else ''}: "
             f"{', '.join(fields)}"
         )
-    where = f"{prefix}." if prefix else ""
     values = {name: _convert(hints[name], data[name], where + name) for name in data}
     try:
         return cls(**values)
@@ -282,7 +307,7 @@ def validate(config: Config) -> None:
         raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
     if r.min_size > r.capacity:
         raise ConfigError(f"replay.min_size={r.min_size!r}: must be <= replay.capacity")
-    _validate_learning_extras(config)
+    _validate_reanalyse(config)
     for i, spec in enumerate(config.eval.opponents):
         try:
             parse_spec(spec)
@@ -290,46 +315,14 @@ def validate(config: Config) -> None:
             raise ConfigError(f"eval.opponents[{i}]: {err}") from None
 
 
-def _validate_learning_extras(config: Config) -> None:
-    """The score utility, the auxiliary score target and reanalyse: refuse settings they
-    cannot honour."""
-    o, t, name = config.optim, config.train, config.game.name
-    has_score = getattr(config.game.make(), "has_score", False)
-    if config.network.score_head and not has_score:
-        raise ConfigError(f"network.score_head=true: {name} has no final score (has_score)")
-    if config.search.score_utility > 0 and not has_score:
-        raise ConfigError(
-            f"search.score_utility={config.search.score_utility!r}: {name} has no final score "
-            "(has_score); set search.score_utility=0"
-        )
-    tiebreak = config.search.score_tiebreak
-    if tiebreak > 0 and not (has_score and config.network.score_head):
-        raise ConfigError(
-            f"search.score_tiebreak={tiebreak!r} needs a game with a final score (has_score; "
-            f"{name}: {has_score}) and network.score_head=true"
-        )
-    if o.score_weight > 0:
-        if not has_score:
-            raise ConfigError(
-                f"optim.score_weight={o.score_weight!r}: {name} has no final score (has_score); "
-                "set optim.score_weight=0"
-            )
-        if not config.network.score_head:
-            raise ConfigError(
-                f"optim.score_weight={o.score_weight!r} needs network.score_head=true"
-            )
-        if config.selfplay.value_target == "q":
-            raise ConfigError(
-                f"optim.score_weight={o.score_weight!r} needs the game's end before a position "
-                "is stored: selfplay.value_target must be z or mix, not q"
-            )
+def _validate_reanalyse(config: Config) -> None:
+    """Reanalyse: refuse a fraction that re-searches no position of a batch."""
+    t = config.train
     if t.reanalyse_fraction > 0 and round(t.reanalyse_fraction * t.batch_size) < 1:
         raise ConfigError(
             f"train.reanalyse_fraction={t.reanalyse_fraction!r}: re-searches no position of a "
             f"batch of train.batch_size={t.batch_size} (round(fraction * batch_size) is 0)"
         )
-    if t.reanalyse_value and t.reanalyse_fraction == 0:
-        raise ConfigError("train.reanalyse_value=true needs train.reanalyse_fraction > 0")
 
 
 # ----------------------------------------------------------------------------- loading

@@ -162,7 +162,6 @@ def make_card(
         "search": {
             "algorithm": config.search.algorithm,
             "simulations": config.playing_search().num_simulations,
-            **({"score_tiebreak": tiebreak} if (tiebreak := config.search.score_tiebreak) else {}),
         },
         "iteration": iteration,
         "positions_seen": positions_seen,
@@ -183,20 +182,6 @@ def _playing(config: Config, simulations: int) -> Config:
     )
 
 
-def _tiebreaking(config: Config, score_tiebreak: float) -> Config:
-    """`config` with the model's search weighing predicted margins by `score_tiebreak`."""
-    if score_tiebreak and not config.network.score_head:
-        raise ModelError(
-            f"score tiebreak {score_tiebreak!r} needs a network with a score head (trained with "
-            "network.score_head=true); this run's has none"
-        )
-    try:
-        search = dataclasses.replace(config.search, score_tiebreak=float(score_tiebreak))
-    except ConfigError as err:
-        raise ModelError(f"score tiebreak: {err}") from None
-    return dataclasses.replace(config, search=search)
-
-
 def export_run(
     workdir: str | pathlib.Path,
     out: str | pathlib.Path,
@@ -205,15 +190,13 @@ def export_run(
     command: str | None = None,
     device: str | None = None,
     simulations: int | None = None,
-    score_tiebreak: float | None = None,
 ) -> dict[str, Any]:
     """Write checkpoint `step` of a run (the newest when None) as the model file `out`.
 
     `command` (how the run was trained) defaults to `azjax-train` on the run's resolved
     `config.yaml` when the run has one; `device` is recorded as given. The model plays with
-    `simulations` by default when given, else with the run's evaluation simulations, and with
-    `score_tiebreak` (`SearchConfig.score_tiebreak`, a network with a score head) when given,
-    else with the run's. Returns the card.
+    `simulations` by default when given, else with the run's evaluation simulations. Returns
+    the card.
     """
     workdir, out = pathlib.Path(workdir), pathlib.Path(out)
     _check_suffix(out, SUFFIX)
@@ -223,8 +206,6 @@ def export_run(
     config, params = checkpoint.load_for_inference(str(workdir), step)
     if simulations is not None:
         config = _playing(config, simulations)
-    if score_tiebreak is not None:
-        config = _tiebreaking(config, score_tiebreak)
     if command is None and (workdir / "config.yaml").exists():
         command = f"azjax-train --config {workdir / 'config.yaml'} --workdir {workdir}"
     name = out.name.removesuffix(SUFFIX)

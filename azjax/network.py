@@ -1,33 +1,30 @@
 """The policy/value network: an AlphaZero-shaped residual tower in flax.
 
     stem:   3x3 conv (C channels) -> LayerNorm -> ReLU
-    tower:  `blocks` x [3x3 conv -> LN -> ReLU (-> + global pooling bias) -> 3x3 conv -> LN
-                        -> + skip -> ReLU]
+    tower:  `blocks` x [3x3 conv -> LN -> ReLU -> 3x3 conv -> LN -> + skip -> ReLU]
     policy: 1x1 conv (H) -> LN -> ReLU -> dense(num_actions)             -> logits
     value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
-    score:  (optional) the value head's dense(C) features -> dense(1)   -> unbounded
 
-Normalisation is LayerNorm over the channels of each board cell (`norm: layer`; `norm: rms`
-puts RMSNorm, which does not centre, in the stem and tower; `norm: none` drops it there, below).
-None keeps batch statistics, so `apply(params, obs)` is a pure function that behaves identically
-in self-play, training and evaluation: no train/eval switch, no mutable `batch_stats` collection
-to carry through the replay/train loop, and no dependence on the mix of positions in a batch
-(self-play batches hold openings and endgames side by side, which would skew BatchNorm's
-statistics).
+Normalisation is LayerNorm over the channels of each board cell (`norm: layer`; `norm: none`
+drops it in the stem and tower, below). None keeps batch statistics, so `apply(params, obs)` is
+a pure function that behaves identically in self-play, training and evaluation: no train/eval
+switch, no mutable `batch_stats` collection to carry through the replay/train loop, and no
+dependence on the mix of positions in a batch (self-play batches hold openings and endgames side
+by side, which would skew BatchNorm's statistics).
 
 The heads open with `head_channels` (H, default 8) channels per cell, normalised before their
 ReLU. AlphaZero's heads have 1 or 2 channels and no normalisation; with those, a few large early
-updates (AdamW at 1e-2 in the first warm-up steps) could push both units below zero on every cell
-of every position, after which no gradient reaches them: the policy became one fixed
+updates (a high learning rate in the first warm-up steps) could push both units below zero on
+every cell of every position, after which no gradient reaches them: the policy became one fixed
 distribution and the value one constant for the rest of the run. After a LayerNorm over H >= 2
 channels some channel of each cell is positive unless all are equal, so the heads cannot go dark
 that way. (A LayerNorm over one or two channels would erase the board instead: over one channel
 it outputs only its bias.)
 
 On the CPU, XLA computes a convolution's gradients inside a loop (the scan over training steps)
-more than ten times slower than the same 3x3 convolution written as a matrix product over the
-nine shifted copies of the board (im2col), while its forward pass is the faster of the two, also
-inside mctx's loop over simulations (1.7x on a 2x32 Connect4 net). `_Conv3x3` therefore runs,
+much more slowly than the same 3x3 convolution written as a matrix product over the nine
+shifted copies of the board (im2col), while its forward pass is the faster of the two, also
+inside mctx's loop over simulations. `_Conv3x3` therefore runs,
 on the CPU, the native convolution forward with im2col's gradients (`_cpu_conv`, a custom VJP),
 and the native convolution with its own gradients elsewhere (`lax.platform_dependent`).
 
@@ -37,19 +34,6 @@ as the identity, so the tower trains without normalisation). The gain is folded 
 convolution's kernel and bias, so a block is `relu(x + conv(relu(conv(x) + b1), g * w2) + g * b2)`:
 two convolutions with bias, ReLU and residual input, the form XLA on GPUs can run as fused
 cuDNN convolutions, with no pass over the activations for statistics or normalising.
-
-With `global_pool`, each block adds to every cell a per-channel bias computed from the whole
-board: the mean and the max of each channel over the cells, through a dense layer (KataGo's
-global pooling, which lets a block see beyond its 3x3 receptive field at once: whose turn it is
-to win a race, how much material each side has).
-
-With `score_head`, a second output of the value head predicts the game's final score margin
-(divided by the game's `score_scale`; see `azjax.selfplay`), an auxiliary target that tells a close
-win from a crushing one. It shares the value head's features (so the margin shapes them) and
-is linear, not tanh: its targets are mostly well inside [-1, 1], where a tanh would only slow
-learning, and a few (Chain Reaction's mid-chain endings) may fall outside it. It is returned
-only when asked for, `apply(params, obs, with_score=True)`; every other caller sees the usual
-`(logits, value)`.
 
 Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
 dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
@@ -68,7 +52,7 @@ from games.core import Game
 
 Array = jax.Array
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-_NORMS = {"layer": nn.LayerNorm, "rms": nn.RMSNorm, "none": None}
+NORMS = ("layer", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,9 +62,7 @@ class NetworkConfig:
     blocks: int = 2  # residual blocks
     channels: int = 32
     head_channels: int = 8  # per-cell channels opening the policy and value heads
-    global_pool: bool = False  # a whole-board bias in each residual block (see the module doc)
-    norm: str = "layer"  # the stem's and tower's normalisation: layer, rms or none (heads: layer)
-    score_head: bool = False  # predict the final score margin too (games with `has_score`)
+    norm: str = "layer"  # the stem's and tower's normalisation: layer or none (heads: layer)
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
     def __post_init__(self) -> None:
@@ -89,7 +71,7 @@ class NetworkConfig:
             "channels": (self.channels >= 1, ">= 1"),
             "head_channels": (self.head_channels >= 2, ">= 2"),
             "dtype": (self.dtype in _DTYPES, f"one of {', '.join(_DTYPES)}"),
-            "norm": (self.norm in _NORMS, f"one of {', '.join(_NORMS)}"),
+            "norm": (self.norm in NORMS, f"one of {', '.join(NORMS)}"),
         }
         check_fields("network", self, checks)
 
@@ -150,13 +132,12 @@ class _Conv3x3(nn.Module):
 
 def _normalised(norm: str, dtype: jnp.dtype, x: Array) -> Array:
     """`x` through the tower's normalisation (none: unchanged)."""
-    return x if norm == "none" else _NORMS[norm](dtype=dtype)(x)
+    return x if norm == "none" else nn.LayerNorm(dtype=dtype)(x)
 
 
 class _ResidualBlock(nn.Module):
     channels: int
     dtype: jnp.dtype
-    global_pool: bool = False
     norm: str = "layer"
 
     @nn.compact
@@ -164,17 +145,13 @@ class _ResidualBlock(nn.Module):
         bare = self.norm == "none"  # biases and a zero-initialised gain instead (SkipInit)
         y = _Conv3x3(self.channels, self.dtype, use_bias=bare)(x)
         y = nn.relu(_normalised(self.norm, self.dtype, y))
-        if self.global_pool:  # [B, 2C] whole-board summary -> a bias per channel
-            pooled = jnp.concatenate([y.mean(axis=(1, 2)), y.max(axis=(1, 2))], axis=-1)
-            y = y + nn.Dense(self.channels, dtype=self.dtype)(pooled)[:, None, None, :]
         gain = self.param("gain", nn.initializers.zeros, (self.channels,)) if bare else None
         y = _Conv3x3(self.channels, self.dtype, use_bias=bare)(y, gain)
         return nn.relu(x + _normalised(self.norm, self.dtype, y))
 
 
 class PolicyValueNet(nn.Module):
-    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`;
-    with `score_head` and `with_score=True`, also the predicted score float32[B].
+    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`.
 
     `game` is kept on the module so that evaluators can turn game states into observations.
     """
@@ -183,13 +160,11 @@ class PolicyValueNet(nn.Module):
     blocks: int
     channels: int
     head_channels: int = 8
-    global_pool: bool = False
-    score_head: bool = False
     dtype: jnp.dtype = jnp.float32
     norm: str = "layer"
 
     @nn.compact
-    def __call__(self, obs: Array, with_score: bool = False) -> tuple[Array, ...]:
+    def __call__(self, obs: Array) -> tuple[Array, Array]:
         if obs.shape[1:] != tuple(self.game.observation_shape):
             raise ValueError(
                 f"observation shape {obs.shape[1:]} does not match {self.game.name}'s "
@@ -199,7 +174,7 @@ class PolicyValueNet(nn.Module):
         x = _Conv3x3(self.channels, self.dtype, use_bias=self.norm == "none")(x)
         x = nn.relu(_normalised(self.norm, self.dtype, x))
         for _ in range(self.blocks):
-            x = _ResidualBlock(self.channels, self.dtype, self.global_pool, self.norm)(x)
+            x = _ResidualBlock(self.channels, self.dtype, self.norm)(x)
         batch = x.shape[0]
 
         def head(x: Array) -> Array:  # a 1x1 convolution is a dense layer over each cell
@@ -209,13 +184,7 @@ class PolicyValueNet(nn.Module):
         logits = nn.Dense(self.game.num_actions, dtype=self.dtype)(head(x))
         v = nn.relu(nn.Dense(self.channels, dtype=self.dtype)(head(x)))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0])
-        out = (logits.astype(jnp.float32), value.astype(jnp.float32))
-        if not self.score_head:
-            if with_score:
-                raise ValueError("this network has no score head (network.score_head)")
-            return out
-        score = nn.Dense(1, dtype=self.dtype, name="score")(v)[:, 0].astype(jnp.float32)
-        return (*out, score) if with_score else out
+        return logits.astype(jnp.float32), value.astype(jnp.float32)
 
 
 def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
@@ -225,8 +194,6 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
         blocks=config.blocks,
         channels=config.channels,
         head_channels=config.head_channels,
-        global_pool=config.global_pool,
-        score_head=config.score_head,
         dtype=_DTYPES[config.dtype],
         norm=config.norm,
     )

@@ -1,11 +1,10 @@
 """Reanalyse (MuZero Reanalyse, EfficientZero): fresh search targets for replayed positions.
 
 A policy target stored in the replay buffer is as good as the network that searched it, which
-may be thousands of gradient steps old. Reanalyse searches a fixed number `count` of each
-sampled batch again with the latest parameters and replaces their policy targets (and, with
-`mix_value`, mixes the searched root value into their value targets, as `value_mix` does for
-"q"). The search is self-play's full search (`SearchConfig`, its simulations and algorithm)
-without root noise, on the stored game State, so it is exact and needs no learned model.
+may be many gradient steps old. Reanalyse searches a fixed number `count` of each sampled
+batch again with the latest parameters and replaces their policy targets. The search is
+self-play's full search (`SearchConfig`, its simulations and algorithm) without root noise, on
+the stored game State, so it is exact and needs no learned model.
 
 `count` is static (the first `count` positions of the uniformly drawn batch, so a uniform
 sample themselves); the sampler applies the batch's symmetries after the refresh, so a
@@ -32,26 +31,19 @@ def make_reanalyse(
     evaluate: Evaluator,
     search_config: SearchConfig,
     count: int,
-    value_mix: float | None = None,
 ) -> Callable[[Params, Batch, Array], Batch]:
     """`reanalyse(params, batch, key) -> batch` over a batch [N >= count] that holds states.
 
     The first `count` positions get the policy target of a noise-free full search of their
-    state (and `policy_mask` True); with `value_mix` (a weight in [0, 1]) their value target
-    becomes `(1 - value_mix) * value + value_mix * root_value`. Other positions are unchanged.
+    state (and `policy_mask` True). Other positions are unchanged.
     """
 
     def reanalyse(params: Params, batch: Batch, key: Array) -> Batch:
         states = jax.tree.map(lambda x: x[:count], batch.state)
         out = run_search(game, evaluate, params, states, key, search_config, explore=False)
-        value = batch.value
-        if value_mix is not None:
-            mixed = (1.0 - value_mix) * value[:count] + value_mix * out.root_value
-            value = value.at[:count].set(mixed)
         return batch.replace(
             policy=batch.policy.at[:count].set(out.policy),
             policy_mask=batch.policy_mask.at[:count].set(True),
-            value=value,
         )
 
     return reanalyse

@@ -41,7 +41,6 @@ class Batch:
     policy: Array  # float32 [N, A]
     policy_mask: Array  # bool [N]
     value: Array  # float32 [N]
-    score: Array  # float32 [N], scaled final score margin, mover's view (0: the game has none)
     state: State | None = None  # [N] game states (stored with `as_states`), else None
 
 
@@ -90,7 +89,6 @@ def replay_init(
             policy=jnp.zeros((capacity, game.num_actions), jnp.float32),
             policy_mask=jnp.zeros((capacity,), jnp.bool_),
             value=jnp.zeros((capacity,), jnp.float32),
-            score=jnp.zeros((capacity,), jnp.float32),
             state=jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), state),
         ),
         position=jnp.zeros(shards, jnp.int32),
@@ -138,7 +136,6 @@ def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
         examples.policy,
         examples.policy_mask,
         examples.value,
-        examples.score,
         examples.state,
     )
     stored, position, size = jax.vmap(_add_one)(

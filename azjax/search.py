@@ -5,23 +5,12 @@ the search is exact (no learned model). Conventions, as mctx needs them:
 
 - values are from the point of view of the player to move at a node;
 - the reward of an edge is the reward of the player who moved (`rewards[parent's mover]`);
-- the discount of an edge is 0 into a terminal state, -γ when the player to move changes and
-  +γ when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
-  value `reward + discount * value(child)` is always in the parent's mover's view; γ is
-  `discount` (1 by default): below 1, a result n moves away is worth γ^(n-1) of it, so the
-  search prefers faster wins and slower losses (a win still outranks any loss);
+- the discount of an edge is 0 into a terminal state, -1 when the player to move changes and
+  +1 when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
+  value `reward + discount * value(child)` is always in the parent's mover's view;
 - terminal nodes are valued 0 (all of their value is in the reward of the edge into them).
   A simulation that reaches a terminal node expands a child that is the same terminal state
   (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
-- with `score_utility` u > 0 (games with a final score), the reward of a game-ending edge is
-  the utility `(1 - u) * reward + u * margin`, `margin` being the final score margin from
-  the mover's view / `game.score_scale`, clipped to [-1, 1] (`utility`; KataGo's score utility): the
-  search then prefers larger wins and smaller losses, and a win still outranks any loss;
-- with `score_tiebreak` w > 0 (a network with a score head, a game with a final score), a leaf
-  is valued `(1 - w) * value + w * clip(score, -1, 1)`, `score` being the network's predicted
-  final margin, and a game-ending edge's reward blends the true margin alike: among moves of
-  (nearly) equal value, the search prefers the larger predicted margin. The value targets stay
-  the game's results, so it is a choice of play, not of what the network learns;
 - illegal actions are masked at the root (`invalid_actions`) and inside the tree (mctx only
   masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
@@ -33,7 +22,6 @@ arena builds pure MCTS on the same `run_search` with random rollouts as its eval
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -64,11 +52,7 @@ class SearchConfig:
     dirichlet_alpha: float = 0.3  # PUCT: root noise concentration
     dirichlet_fraction: float = 0.25  # PUCT: weight of the noise in the root prior
     pb_c_init: float = 1.25  # PUCT: exploration constant
-    temperature: float = 1.0  # PUCT: sampled moves follow visits ** (1 / temperature)
-    score_utility: float = 0.0  # weight of the final score margin in a game's end reward
-    discount: float = 1.0  # γ per move: < 1 prefers faster wins and slower losses
     sample_cutoff: float | None = None  # a sampled move whose Q is more below the best plays greedy
-    score_tiebreak: float = 0.0  # weight of the predicted final margin (score head) in leaf values
 
     def __post_init__(self) -> None:
         checks = {
@@ -79,14 +63,7 @@ class SearchConfig:
             "dirichlet_alpha": (self.dirichlet_alpha > 0, "> 0"),
             "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
-            "temperature": (self.temperature > 0, "> 0"),
-            "score_utility": (0 <= self.score_utility < 1, "in [0, 1)"),
-            "discount": (0 < self.discount <= 1, "in (0, 1]"),
             "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
-            "score_tiebreak": (
-                0 <= self.score_tiebreak < 1 and not (self.score_tiebreak and self.score_utility),
-                "in [0, 1), and 0 when score_utility is not",
-            ),
         }
         check_fields("search", self, checks)
 
@@ -97,19 +74,13 @@ class SearchOutput(NamedTuple):
     root_value: Array  # float32 [B], the searched value of the root, mover's view
 
 
-def network_evaluator(network, score_tiebreak: float = 0.0) -> Evaluator:
-    """The evaluator of an `azjax.network.PolicyValueNet` (the key is unused). With
-    `score_tiebreak` w > 0 (a network with a score head), the value is
-    `(1 - w) * value + w * clip(score, -1, 1)` (`SearchConfig.score_tiebreak`)."""
+def network_evaluator(network) -> Evaluator:
+    """The evaluator of an `azjax.network.PolicyValueNet` (the key is unused)."""
     observe = jax.vmap(network.game.observe)
 
     def evaluate(params: Params, states: State, key: Array) -> tuple[Array, Array]:
         del key
-        if score_tiebreak == 0:
-            return network.apply(params, observe(states))
-        logits, value, score = network.apply(params, observe(states), with_score=True)
-        blended = (1.0 - score_tiebreak) * value + score_tiebreak * jnp.clip(score, -1.0, 1.0)
-        return logits, blended
+        return network.apply(params, observe(states))
 
     return evaluate
 
@@ -122,47 +93,18 @@ def mask_logits(logits: Array, legal: Array) -> Array:
     return jnp.where(legal, logits - top, jnp.finfo(jnp.float32).min)
 
 
-def final_margin(game: Game, mover: Array, child: State) -> Array:
-    """float32: the final score margin / `game.score_scale` from `mover`'s view where `child` has
-    ended the game, else 0 (always 0 for a game without a score). Unbatched."""
-    if not getattr(game, "has_score", False):
-        return jnp.float32(0.0)
-    margin = jnp.where(mover == 0, 1.0, -1.0) * game.score(child) / game.score_scale
-    return jnp.where(child.terminated, margin, 0.0).astype(jnp.float32)
+def reward(state: State, child: State) -> Array:
+    """float32: the reward of the move `state` -> `child` for its mover. Unbatched."""
+    return child.rewards[state.current_player].astype(jnp.float32)
 
 
-def utility(game: Game, score_utility: float, state: State, child: State) -> Array:
-    """float32: the reward of the move `state` -> `child` for its mover, as the search and the
-    value targets see it: the game's reward, and on the move that ends the game, with
-    `score_utility` u > 0, `(1 - u) * reward + u * clip(final_margin, -1, 1)`. Unbatched."""
-    reward = child.rewards[state.current_player].astype(jnp.float32)
-    if score_utility == 0:
-        return reward
-    if not getattr(game, "has_score", False):
-        raise ValueError(
-            f"search.score_utility={score_utility!r}: {game.name} has no final score (has_score)"
-        )
-    margin = jnp.clip(final_margin(game, state.current_player, child), -1.0, 1.0)
-    blended = (1.0 - score_utility) * reward + score_utility * margin
-    ends = child.terminated & ~state.terminated  # not the no-op step out of a finished game
-    return jnp.where(ends, blended, reward)
-
-
-def edge_discount(gamma: float, state: State, child: State) -> Array:
-    """float32: the discount of the move `state` -> `child` as the search and the value targets
-    see it: `gamma` times the game's (0 into a final state, +1 same mover next, else -1)."""
-    return gamma * discount(state, child)
-
-
-def _recurrent_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> mctx.RecurrentFn:
+def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
-        weight = config.score_utility + config.score_tiebreak  # at most one is above 0
-        reward = jax.vmap(functools.partial(utility, game, weight))(states, children)
         logits, value = evaluate(params, children, key)
         out = mctx.RecurrentFnOutput(
-            reward=reward,
-            discount=jax.vmap(functools.partial(edge_discount, config.discount))(states, children),
+            reward=jax.vmap(reward)(states, children),
+            discount=jax.vmap(discount)(states, children),
             prior_logits=mask_logits(logits, children.legal_action_mask),
             value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
         )
@@ -209,7 +151,7 @@ def search_tree(
         value=jnp.where(states.terminated, 0.0, value).astype(jnp.float32),
         embedding=states,
     )
-    recurrent_fn = _recurrent_fn(game, evaluate, config)
+    recurrent_fn = _recurrent_fn(game, evaluate)
     if config.algorithm == "gumbel":
         out = mctx.gumbel_muzero_policy(
             params,
@@ -256,8 +198,9 @@ def search_tree(
         greedy = jnp.argmax(
             jnp.where(legal, visits + 0.5 * jax.nn.softmax(logits), -jnp.inf), axis=-1
         )
-        sample_logits = jnp.where(visits > 0, jnp.log(visits) / config.temperature, -jnp.inf)
-        sampled = jax.random.categorical(action_key, sample_logits)
+        sampled = jax.random.categorical(
+            action_key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf)
+        )
         action = jnp.where(sample, sampled, greedy)
         policy = out.action_weights
     if config.sample_cutoff is not None:
@@ -299,7 +242,7 @@ def run_search(
     `num_simulations` overrides `config.num_simulations` (static). `explore` (bool, or bool[B]
     per state) adds root noise: Dirichlet for PUCT, Gumbel for Gumbel MuZero; `explore=False`
     is for evaluation play. `sample` (bool[B], default `explore`) picks how the move is chosen:
-    PUCT samples from visits ** (1 / temperature) or plays the most visited action (ties to the
+    PUCT samples in proportion to visits or plays the most visited action (ties to the
     higher prior); Gumbel plays sequential halving's pick under the noise (a sample) or the
     noise-free best of the most visited actions. The policy target is the Gumbel improved
     policy (softmax of prior logits + completed Q) or the PUCT visit distribution; both are 0

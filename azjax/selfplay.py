@@ -22,12 +22,9 @@ own play would not reach, and its move numbers count those plies.
 Each game is searched as its own batch of one, vmapped over slots, with its own keys: a game's
 moves depend only on its keys, so a slot plays the same game whatever the batch size.
 
-Games with a final score (`game.has_score`) record it at the move that ends a game, from the
-mover's view and divided by `game.score_scale` (by default the number of actions, so it is O(1):
-at most one disc, box or orb per action), for the auxiliary score target; other games record 0.
-With `search.score_utility`, the reward recorded for a game-ending move is the search's utility
-(`azjax.search.utility`), so the value target z is the return the search maximises; each move's
-discount is the search's too (`search.discount` γ times +-1), so z is the discounted return.
+Each move records the mover's reward and the edge's discount as the search sees them
+(`azjax.search.reward`, `games.core.discount`), so the value target z is the return the search
+maximises.
 With `as_states`, each position travels as its game State instead of its observation (the replay
 buffer stores whichever is smaller, and reanalyse needs the State), so the pending buffer
 shrinks too.
@@ -50,17 +47,10 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax import targets
-from azjax.search import (
-    Evaluator,
-    SearchConfig,
-    edge_discount,
-    final_margin,
-    run_search,
-    utility,
-)
+from azjax.search import Evaluator, SearchConfig, reward, run_search
 from azjax.types import Examples, Trajectory
 from azjax.validation import check_fields
-from games.core import Game, State, random_legal_action, tree_where
+from games.core import Game, State, discount, random_legal_action, tree_where
 
 Array = jax.Array
 
@@ -182,18 +172,16 @@ def make_rollout(
         out = full_search() if always_full else jax.lax.cond(full, full_search, fast_search)
         action = out.action[0]
         nxt = game.step(state, action)
-        mover = state.current_player
         ended = nxt.terminated
         record = Trajectory(
             observation=None if as_states else game.observe(state),
             policy=out.policy[0],
             policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
-            reward=utility(game, search_config.score_utility, state, nxt),
-            discount=edge_discount(search_config.discount, state, nxt),
+            reward=reward(state, nxt),
+            discount=discount(state, nxt),
             terminated=ended,
             root_value=out.root_value[0],
-            score=final_margin(game, mover, nxt),
             valid=jnp.bool_(True),
             state=state if as_states else None,
         )

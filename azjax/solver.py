@@ -20,7 +20,7 @@ An agent is measured by
 Both are also given by phase and by result (won, drawn, lost positions), with the best-move
 accuracy that an agent keeping every result but blind to the scores beyond their sign would
 expect (`result_blind`): a net trained on bare results is such an agent, so this is the part of
-best move that only score-aware targets (a discount, a score utility) can reach.
+best move that only targets aware of the scores can reach.
 
 Neither metric needs a solver: the labels are read from the shipped files.
 """

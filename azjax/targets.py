@@ -5,13 +5,9 @@ each slot's moves:
 
     G_t = reward_t + discount_t * G_{t+1}
 
-with `discount_t` = 0 when move t ended the game, +γ when the same player moves again (Dots and
-Boxes) and -γ when the other player moves next (γ = `search.discount`, 1 by default); so G_t is
-always in the mover's view, whatever the order of turns. G_t is known once the game of position
-t has ended inside the window.
-The score target (games with a final score margin) is the same scan over `score`, which is
-nonzero only at a game-ending move: the final margin, carried back undiscounted with its sign
-flipped at every change of mover, so each position gets the margin from its own mover's view.
+with `discount_t` = 0 when move t ended the game, +1 when the same player moves again (Dots and
+Boxes) and -1 when the other player moves next; so G_t is always in the mover's view, whatever
+the order of turns. G_t is known once the game of position t has ended inside the window.
 
 Positions whose game has not ended yet are not thrown away: `resolve` keeps them in a pending
 buffer of P entries per slot and puts them in front of the next chunk, so every searched
@@ -77,12 +73,6 @@ def returns(trajectory: Trajectory) -> tuple[Array, Array]:
     return _backup(trajectory, trajectory.reward, trajectory.discount)
 
 
-def score_targets(trajectory: Trajectory) -> Array:
-    """[T, B]: each position's final score margin from its mover's view (scaled as recorded in
-    `trajectory.score`); known where `returns` is."""
-    return _backup(trajectory, trajectory.score, jnp.sign(trajectory.discount))[0]
-
-
 def value_targets(
     trajectory: Trajectory, value_target: str = "z", value_mix: float = 0.5
 ) -> tuple[Array, Array]:
@@ -123,7 +113,6 @@ def empty_trajectory(
         discount=jnp.zeros(lead, jnp.float32),
         terminated=jnp.zeros(lead, jnp.bool_),
         root_value=jnp.zeros(lead, jnp.float32),
-        score=jnp.zeros(lead, jnp.float32),
         valid=jnp.zeros(lead, jnp.bool_),
         state=jax.tree.map(lambda x: jnp.zeros((*lead, *x.shape), x.dtype), state),
     )
@@ -195,7 +184,6 @@ def _resolve(
     capacity, (length, batch) = pending.valid.shape[0], chunk.valid.shape
     window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pending, chunk)
     value, known = value_targets(window, value_target, value_mix)
-    score = score_targets(window)
     first = capacity - pending.valid.sum(0)  # [B], window index of each slot's oldest position
     count = _emission_counts(known.sum(0), length * batch, capacity + length)  # [B]
 
@@ -215,7 +203,6 @@ def _resolve(
         policy=jnp.where(policy_mask[:, None], gather(window.policy), 0.0),
         policy_mask=policy_mask,
         value=jnp.where(emit, gather(value), 0.0),
-        score=jnp.where(emit, gather(score), 0.0),
         valid=emit,
         state=jax.tree.map(gather, window.state),
     )

@@ -82,12 +82,9 @@ class TrainState:
 
 
 def make_optimizer(config: OptimConfig, total_steps: int) -> optax.GradientTransformation:
-    """AdamW or SGD with Nesterov momentum; linear warm-up then cosine decay over `total_steps`."""
-    schedule = learning_rate_schedule(config, total_steps)
-    if config.optimizer == "adamw":
-        optimizer = optax.adamw(schedule, weight_decay=config.weight_decay)
-    else:
-        optimizer = optax.sgd(schedule, momentum=config.momentum, nesterov=True)
+    """Adam (optax's AdamW without weight decay: `l2` regularises); linear warm-up then cosine
+    decay over `total_steps`."""
+    optimizer = optax.adamw(learning_rate_schedule(config, total_steps), weight_decay=0.0)
     if config.max_grad_norm > 0:
         optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optimizer)
     return optimizer
@@ -113,12 +110,8 @@ def l2_penalty(params: Params) -> Array:
 def loss_fn(
     network: Any, params: Params, batch: Batch, config: OptimConfig
 ) -> tuple[Array, dict[str, Array]]:
-    """Policy cross-entropy (only where a full search gave the target) + value MSE + L2, and
-    with `score_weight` > 0 the auxiliary score MSE."""
-    if config.score_weight > 0:
-        logits, value, score = network.apply(params, batch.observation, with_score=True)
-    else:
-        logits, value = network.apply(params, batch.observation)
+    """Policy cross-entropy (only where a full search gave the target) + value MSE + L2."""
+    logits, value = network.apply(params, batch.observation)
     log_probs = jax.nn.log_softmax(logits)
     cross_entropy = -jnp.sum(batch.policy * log_probs, axis=-1)
     mask = batch.policy_mask.astype(jnp.float32)
@@ -143,10 +136,6 @@ def loss_fn(
         "value_target_var": target_var,
         "value_explained": 1.0 - value_loss / jnp.maximum(target_var, 1e-6),
     }
-    if config.score_weight > 0:
-        score_loss = jnp.mean(jnp.square(score - batch.score))
-        loss = loss + config.score_weight * score_loss
-        metrics.update(loss=loss, score_loss=score_loss)
     return loss, metrics
 
 
@@ -222,7 +211,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     game = config.game.make()
     network = make_network(game, config.network)
     start = initial_params(config)
-    evaluate = network_evaluator(network, config.search.score_tiebreak)
+    evaluate = network_evaluator(network)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
     as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
     selfplay_init, selfplay_chunk = make_selfplay(
@@ -232,8 +221,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     optimizer = make_optimizer(config.optim, total_steps)
     train_step = make_train_step(network, optimizer, config.optim)
     sample = make_sampler(game, config.train.batch_size)
-    value_mix = config.selfplay.value_mix if config.train.reanalyse_value else None
-    reanalyse = make_reanalyse(game, evaluate, config.search, reanalysed, value_mix)
+    reanalyse = make_reanalyse(game, evaluate, config.search, reanalysed)
     replicated, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
 
     def init(key: Array, first: Params | None = None) -> TrainState:

@@ -22,7 +22,6 @@ class Examples:
     policy: Array  # float32 [N, A], search policy target (zeros where policy_mask is False)
     policy_mask: Array  # bool [N], True where a full search produced the policy target (PCR)
     value: Array  # float32 [N], value target from the mover's view, in [-1, 1]
-    score: Array  # float32 [N], final score margin from the mover's view / score_scale (0: none)
     valid: Array  # bool [N]
     state: State | None = None  # [N] the searched game states (when stored), else None
 
@@ -41,10 +40,8 @@ class Trajectory:
     policy_mask: Array  # bool [T, B], True where a full search produced the policy (PCR)
     action: Array  # int32 [T, B], the move played
     reward: Array  # float32 [T, B], the mover's reward for the move played
-    discount: Array  # float32 [T, B], 0 if the move ended the game, +γ same mover next, else -γ
+    discount: Array  # float32 [T, B], 0 if the move ended the game, +1 same mover next, else -1
     terminated: Array  # bool [T, B], the move ended the game
     root_value: Array  # float32 [T, B], the searched value, mover's view
-    score: Array  # float32 [T, B], at a game-ending move its final score margin from the
-    #   mover's view / score_scale (games with `has_score`), else 0
     valid: Array  # bool [T, B], False for empty padding slots
     state: State | None = None  # [T, B] the searched game states (when stored), else None

@@ -166,7 +166,6 @@ class ChainReaction(Game):
         "rows": (MIN_SIZE, MAX_SIZE),
         "cols": (MIN_SIZE, MAX_SIZE),
     }
-    has_score = True
     players = ("Red", "Green")
     colours = ("#e63946", "#2a9d8f")
     marks = ("x", "o")
@@ -247,11 +246,7 @@ class ChainReaction(Game):
 
     def heuristic(self, state: State, player: Array) -> Array:
         """Orb difference."""
-        return jnp.where(player == 0, 1.0, -1.0) * self.score(state)
-
-    def score(self, state: State) -> Array:
-        """Player 0's orbs minus player 1's."""
-        return state.board.astype(jnp.float32).sum()
+        return jnp.where(player == 0, 1.0, -1.0) * state.board.astype(jnp.float32).sum()
 
     # -- for people and tests (host side) ----------------------------------------------
 

@@ -13,7 +13,6 @@ gathers.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -98,7 +97,6 @@ class Connect4(Game):
     name = "connect4"
     players = ("Red", "Yellow")
     colours = ("#d1495b", "#f2c14e")
-    has_score = True  # how soon the game was won, as solvers score it
 
     def __init__(self) -> None:
         self.num_actions = COLS
@@ -157,20 +155,6 @@ class Connect4(Game):
         lines -= jnp.where(n_own == 0, weight[n_opp.astype(jnp.int32)], 0.0).sum()
         centre = own[:, COLS // 2].sum() - opp[:, COLS // 2].sum()
         return (lines + centre).astype(jnp.float32)
-
-    def score(self, state: State) -> Array:
-        """The solvers' score, from player 0's view: a win with the winner's n-th disc scores
-        22 - n (18 for the fastest win, 1 for a win with the last disc), a loss the opposite,
-        a draw 0. So a larger margin is a faster win or a slower loss."""
-        discs = jax.lax.population_count(state.occupied_lo) + jax.lax.population_count(
-            state.occupied_hi
-        )
-        winner_discs = (discs.astype(jnp.int32) + 1) // 2
-        return (state.rewards[0] * (22 - winner_discs)).astype(jnp.float32)
-
-    @property
-    def score_scale(self) -> float:
-        return 18.0  # the fastest win: the 4th disc of the first player
 
     def move_order(self) -> np.ndarray:
         """Centre columns first."""

@@ -261,9 +261,8 @@ class Game(abc.ABC):
     `eager_jit`, as `step` is here.
 
     Everything else particular to a game has a default here, so a new game needs none of it:
-    `heuristic` (0), `score` (with `has_score`) and `score_scale`, `players`, `colours`,
-    `marks`, `move_order` (natural order), `sizes` ({}) and the picture `draw` (a grid of
-    `board`).
+    `heuristic` (0), `players`, `colours`, `marks`, `move_order` (natural order), `sizes` ({})
+    and the picture `draw` (a grid of `board`).
     """
 
     name: ClassVar[str]
@@ -273,7 +272,6 @@ class Game(abc.ABC):
 
     # Size keywords of the constructor -> (min, max); the constructor's defaults are the defaults.
     sizes: ClassVar[dict[str, tuple[int, int]]] = {}
-    has_score: ClassVar[bool] = False  # whether `score` is defined
     players: tuple[str, str] = ("Player 1", "Player 2")  # names shown to people
     colours: tuple[str, str] = ("#d1495b", "#2e86ab")  # CSS colours of the players' pieces
     marks: tuple[str, str] = ("X", "O")  # the players' marks in `render`
@@ -399,18 +397,6 @@ class Game(abc.ABC):
         far below `azjax.agents.WIN`); the `greedy` and `alphabeta` baselines' leaf value."""
         del state, player
         return jnp.float32(0.0)
-
-    def score(self, state: State) -> Array:
-        """float32 final score margin from player 0's view (discs, boxes, orbs), an auxiliary
-        training target; defined where `has_score` is True."""
-        raise NotImplementedError(f"{self.name} has no score (has_score is False)")
-
-    @property
-    def score_scale(self) -> float:
-        """What `score` is divided by wherever it is learned or searched (the score target,
-        `search.score_utility`, `search.score_tiebreak`), so that margins lie in about
-        [-1, 1]: the number of actions unless the game knows its largest score."""
-        return float(self.num_actions)
 
     def move_order(self) -> np.ndarray:
         """int32[num_actions]: the order in which alpha-beta tries moves below its root."""

@@ -41,7 +41,6 @@ class DotsAndBoxes(Game):
 
     name = "dots_and_boxes"
     sizes: ClassVar[dict[str, tuple[int, int]]] = {"rows": (1, MAX_SIZE), "cols": (1, MAX_SIZE)}
-    has_score = True
     players = ("Red", "Blue")
     colours = ("#d1495b", "#2e86ab")
 
@@ -181,10 +180,6 @@ class DotsAndBoxes(Game):
         margin = scores[player] - scores[1 - player]
         takeable = (state.lines[jnp.asarray(self._box_lines)].sum(-1) == 3).sum()
         return margin + jnp.where(state.current_player == player, takeable, -takeable)
-
-    def score(self, state: State) -> Array:
-        """Player 0's boxes minus player 1's."""
-        return (state.scores[0] - state.scores[1]).astype(jnp.float32)
 
     # -- for people and tests ------------------------------------------------------------
 

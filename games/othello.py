@@ -185,7 +185,6 @@ class State(core.State):
 class Othello(Game):
     name = "othello"
     sizes: ClassVar[dict[str, tuple[int, int]]] = {"size": (6, 8)}  # 6 or 8 (no 7)
-    has_score = True
     players = ("Black", "White")
     colours = ("#1c1c1c", "#f4f4f4")
     marks = ("x", "o")
@@ -326,11 +325,6 @@ class Othello(Game):
         """Weighted disc difference (`_weights`: corners high, squares giving them away low)."""
         own, opp = player_planes(self.observe(state), state, player)
         return ((own - opp) * jnp.asarray(self._weights)).sum()
-
-    def score(self, state: State) -> Array:
-        """Black's discs minus White's."""
-        black, white = state.discs
-        return (_count((black[0], black[1])) - _count((white[0], white[1]))).astype(jnp.float32)
 
     # -- for people and tests ---------------------------------------------------------------
 

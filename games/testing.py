@@ -26,7 +26,7 @@ def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) ->
     """Check `game` against the contract on `num_games` random games played to the end.
 
     Checked: attributes (`players`, `colours`, `marks`, `sizes`, `move_order`); `init`,
-    `step`, `observe`, `board`, `heuristic` and `score` eagerly, under jit and under vmap;
+    `step`, `observe`, `board` and `heuristic` eagerly, under jit and under vmap;
     the State's contract fields and the observation's shape and dtype; games end within
     `max_game_length`; rewards are zero-sum, +-1 or 0, and only on the final transition;
     stepping a finished game is a no-op with zero rewards; an illegal action makes the mover
@@ -260,7 +260,7 @@ def _check_eager_matches_batched(
 
 
 def _check_views(game: Game, states: State) -> np.ndarray:
-    """observe, board, heuristic and score over every state, under jit and vmap; the
+    """observe, board and heuristic over every state, under jit and vmap; the
     observations."""
     obs = _call(game, "jax.jit(jax.vmap(observe))", _over_states(game.observe), states)
     shape = (*states.terminated.shape, *game.observation_shape)
@@ -292,11 +292,6 @@ def _check_views(game: Game, states: State) -> np.ndarray:
             f"{list(value.shape[2:])}",
         )
         _require(np.isfinite(value).all(), game, "heuristic is not finite")
-    if game.has_score:
-        final = _index(states, -1)
-        score = _call(game, "jax.jit(jax.vmap(score))", jax.jit(jax.vmap(game.score)), final)
-        _require(score.shape == final.terminated.shape, game, "score(state) must be a scalar")
-        _require(np.isfinite(score).all(), game, "score is not finite at terminal states")
     return np.asarray(obs)
 
 

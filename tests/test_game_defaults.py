@@ -5,7 +5,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from flax import struct
 
 from azjax import agents
@@ -68,11 +67,9 @@ class Line(core.Game):
 def test_a_bare_game_has_the_defaults():
     game = Line()
     state = game.step(game.init(jax.random.key(0)), 2)
-    assert game.sizes == {} and not game.has_score
+    assert game.sizes == {}
     assert len(game.players) == len(game.colours) == len(game.marks) == 2
     assert float(game.heuristic(state, jnp.int32(0))) == 0.0
-    with pytest.raises(NotImplementedError, match="no score"):
-        game.score(state)
     assert game.move_order().tolist() == [0, 1, 2, 3]
     assert game.counts(np.asarray(game.board(state))) is None
     text = game.svg(state, last_action=2, clickable=True)

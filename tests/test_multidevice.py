@@ -22,6 +22,7 @@ import sys
 
 import jax
 import numpy as np
+import optax
 from jax.sharding import PartitionSpec
 
 from azjax import parallel
@@ -29,7 +30,6 @@ from azjax.checkpoint import Checkpointer
 from azjax.config import load_config
 from azjax.replay import make_sampler
 from azjax.train import (
-    make_optimizer,
     make_train_step,
     make_trainer,
     restore,
@@ -83,7 +83,7 @@ assert bool(metrics["train/trained"]), metrics
 
 # Two train steps on the same global batch with 1 and with 4 devices (SGD, so the parameter
 # change is proportional to the all-reduced gradient).
-optimizer = make_optimizer(dataclasses.replace(config.optim, optimizer="sgd"), 100)
+optimizer = optax.sgd(1e-2, momentum=0.9, nesterov=True)
 step = make_train_step(trainer.network, optimizer, config.optim)
 batch = jax.device_get(make_sampler(trainer.game, 32)(straight.buffer, jax.random.key(1)))
 params = jax.device_get(straight.params)

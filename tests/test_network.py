@@ -94,42 +94,24 @@ def test_errors_name_the_bad_value():
         net.init(jax.random.key(0), jnp.zeros((1, 4, 4, 2)))
 
 
-@pytest.mark.parametrize("global_pool", [False, True])
-def test_global_pooling_lets_a_block_see_the_whole_board(global_pool):
-    """A block's two 3x3 convolutions see 5x5 cells; with global pooling a far cell counts too."""
-    from azjax.network import _ResidualBlock
-
-    block = _ResidualBlock(channels=8, dtype=jnp.float32, global_pool=global_pool)
-    x = jax.random.normal(jax.random.key(0), (1, 6, 7, 8))
-    params = block.init(jax.random.key(1), x)
-    far = x.at[0, 5, 6].add(3.0)  # 5 rows and 6 columns away from cell (0, 0)
-    change = jnp.abs(block.apply(params, far) - block.apply(params, x))[0, 0, 0].max()
-    assert (float(change) > 1e-4) == global_pool
-    net = make_network(games.make("connect4"), NetworkConfig(blocks=1, global_pool=global_pool))
-    names = set(net.init(jax.random.key(0), x[..., :2] * 0)["params"]["_ResidualBlock_0"])
-    assert ("Dense_0" in names) == global_pool
-
-
-def test_rms_norm_in_the_tower_keeps_layer_norm_in_the_heads():
-    """`norm: rms` swaps the stem's and blocks' LayerNorms (scale and bias) for RMSNorms (scale
-    only); the heads keep LayerNorm, and a bad name is refused naming the choices."""
+def test_the_tower_norm_is_layer_or_none_and_the_heads_keep_layer_norm():
+    """`norm: layer` puts LayerNorms (scale and bias) in the stem and blocks, `norm: none` none;
+    the heads keep LayerNorm either way, and a bad name is refused naming the choices."""
     game = games.make("connect4")
     obs = jax.random.normal(jax.random.key(0), (3, *game.observation_shape))
     shapes = {}
-    for norm in ("layer", "rms"):
+    for norm in ("layer", "none"):
         net = make_network(game, NetworkConfig(blocks=1, channels=8, norm=norm))
         params = net.init(jax.random.key(1), obs)
         logits, value = net.apply(params, obs)
         assert logits.shape == (3, game.num_actions) and bool(jnp.all(jnp.abs(value) <= 1))
         shapes[norm] = jax.tree.map(jnp.shape, params["params"])
-    block = shapes["rms"]["_ResidualBlock_0"]
-    assert set(block) == {"_Conv3x3_0", "_Conv3x3_1", "RMSNorm_0", "RMSNorm_1"}
-    assert set(block["RMSNorm_0"]) == {"scale"}
-    assert {"RMSNorm_0", "LayerNorm_0", "LayerNorm_1"} <= set(shapes["rms"])  # stem; two heads
     assert set(shapes["layer"]["_ResidualBlock_0"]["LayerNorm_0"]) == {"scale", "bias"}
-    refused = r"network.norm must be one of layer, rms, none, got 'batch'"
+    assert not any("Norm" in name for name in shapes["none"]["_ResidualBlock_0"])
+    assert {"LayerNorm_0", "LayerNorm_1"} <= set(shapes["none"])  # the two heads
+    refused = r"network.norm must be one of layer, none, got 'rms'"
     with pytest.raises(ValueError, match=refused):
-        NetworkConfig(norm="batch")
+        NetworkConfig(norm="rms")
 
 
 def test_norm_none_starts_every_block_as_the_identity_and_trains_its_gain():

@@ -26,7 +26,6 @@ def examples(ids: np.ndarray, valid: np.ndarray) -> Examples:
         policy=jnp.asarray(policy),
         policy_mask=jnp.asarray(ids % 2 == 0),
         value=jnp.asarray(ids, jnp.float32),
-        score=jnp.asarray(-ids, jnp.float32),
         valid=jnp.asarray(valid),
     )
 
@@ -54,7 +53,6 @@ def test_add_matches_a_plain_circular_buffer(capacity):
         np.testing.assert_array_equal(stored, [slots[i] for i in range(size)])
         np.testing.assert_array_equal(np.asarray(buffer.stored.policy_mask[:size]), stored % 2 == 0)
         np.testing.assert_array_equal(np.asarray(buffer.stored.observation[:size, 1, 2, 1]), stored)
-        np.testing.assert_array_equal(np.asarray(buffer.stored.score[:size]), -stored)
 
 
 def test_buffer_keeps_the_newest_positions():
@@ -89,7 +87,6 @@ def test_augmentation_applies_one_symmetry_to_observation_and_policy():
         policy=jnp.asarray(np.eye(9, dtype=np.float32)),
         policy_mask=jnp.ones(9, bool),
         value=jnp.asarray(ids, jnp.float32),
-        score=jnp.zeros(9, jnp.float32),
         valid=jnp.ones(9, bool),
     )
     buffer = replay_add(replay_init(GAME, 9), ex)

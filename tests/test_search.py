@@ -277,8 +277,8 @@ def test_config_errors_name_the_bad_value():
         SearchConfig(algorithm="ucb")
     with pytest.raises(ValueError, match="num_simulations"):
         SearchConfig(num_simulations=0)
-    with pytest.raises(ValueError, match="temperature"):
-        SearchConfig(temperature=0.0)
+    with pytest.raises(ValueError, match="pb_c_init"):
+        SearchConfig(pb_c_init=0.0)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -55,7 +55,6 @@ def make_trajectory(
         root_value=jnp.zeros((length, batch), jnp.float32)
         if root_value is None
         else jnp.asarray(root_value, jnp.float32),
-        score=jnp.zeros((length, batch), jnp.float32),
         valid=jnp.ones((length, batch), bool),
     )
 

@@ -5,7 +5,6 @@
     azjax-export zoo:connect4 --format onnx --out connect4.onnx      # from a run or a model
     azjax-export --card-only connect4.azjax --strength match.json    # file azjax-eval figures
     azjax-export --card-only connect4.azjax --simulations 512        # its default search
-    azjax-export runs/dab --out dab.azjax --score-tiebreak 0.1       # prefer larger margins
 
 A model file holds the parameters, the run's config and a model card, also written beside it as
 NAME.card.json (see azjax.export); `azjax.export.load_model` reads it without orbax or the run.
@@ -59,13 +58,6 @@ def _parser() -> argparse.ArgumentParser:
         "evaluation simulations; with --card-only: changes them)",
     )
     parser.add_argument(
-        "--score-tiebreak",
-        type=float,
-        metavar="W",
-        help="the model's search values leaves at (1 - W) * value + W * predicted margin "
-        "(search.score_tiebreak; a network with a score head; default: the run's)",
-    )
-    parser.add_argument(
         "--card-only",
         action="store_true",
         help="RUN is a model file: rewrite its card (NAME.card.json), filing any --strength",
@@ -105,11 +97,6 @@ def _card_only(args: argparse.Namespace) -> None:
     if file is None:
         raise ValueError(f"--card-only needs a model file or zoo:NAME, not the run {args.source}")
     args.source = str(file)  # zoo:NAME: its file in the zoo's folder
-    if args.score_tiebreak is not None:
-        raise ValueError(
-            "--score-tiebreak is set at export, so that every figure in a card is measured "
-            "with it: export the run again"
-        )
     card = export.read_card(args.source)
     if args.command is not None or args.device is not None:
         card = export.set_provenance(args.source, args.command, args.device)
@@ -157,17 +144,14 @@ def _export(args: argparse.Namespace) -> None:
             args.command,
             args.device,
             args.simulations,
-            args.score_tiebreak,
         )
         print(
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "
             f"stored as {args.dtype}) and {export.card_path(args.out)}"
         )
         return
-    if args.simulations is not None or args.score_tiebreak is not None:
-        raise ValueError(
-            "--simulations and --score-tiebreak are for a model file: ONNX holds the network alone"
-        )
+    if args.simulations is not None:
+        raise ValueError("--simulations is for a model file: ONNX holds the network alone")
     found = model.load(source)
     difference = export.write_checked_onnx(
         found.config, found.params, args.out, args.batch, found.card
