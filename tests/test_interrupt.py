@@ -189,7 +189,7 @@ def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
     export.export_run(tmp_path / "run", model)
     out, checking = tmp_path / "ttt.onnx", tmp_path / "checking"
     out.write_bytes(b"the previous export")
-    argv = [str(checking), str(model), "--format", "onnx", "--out", str(out)]
+    argv = [str(checking), str(model), "--format", "onnx", "--out", str(out), "--force"]
     run = Running(["-c", ONNX_EXPORT, *argv])
     run.wait_for(checking.exists, "the check")
     run.send(signal.SIGINT)
