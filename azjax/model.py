@@ -19,6 +19,7 @@ from typing import Any
 import jax
 
 from azjax import checkpoint, export, zoo
+from azjax.card import card_game
 from azjax.config import Config
 from azjax.network import init_params, make_network
 from azjax.specs import Source, parse_source
@@ -61,7 +62,7 @@ def game_of(text: str) -> Game:
     if source.kind == "run":
         return checkpoint.read_config(source.path, source.step).game.make()
     card = zoo.card(source.path) if source.kind == "zoo" else export.read_card(source.path)
-    return export.card_game(card)
+    return card_game(card)
 
 
 def _label(model: Model) -> str:

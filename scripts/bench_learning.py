@@ -48,7 +48,7 @@ from azjax.config import (
 )
 from azjax.metrics import read_metrics
 from azjax.network import make_network
-from azjax.train import gate, make_trainer
+from azjax.trainer import gate, make_trainer
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

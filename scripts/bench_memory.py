@@ -24,7 +24,7 @@ import json, math, sys
 import jax
 from azjax.config import load_config
 from azjax.replay import stores_states
-from azjax.train import make_trainer
+from azjax.trainer import make_trainer
 
 config = load_config(sys.argv[1], sys.argv[2:])
 trainer = make_trainer(config)

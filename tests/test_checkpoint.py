@@ -16,7 +16,8 @@ from test_train import TICTACTOE, TINY
 from azjax import agents
 from azjax.checkpoint import Checkpointer, CheckpointError, list_steps, load_for_inference
 from azjax.config import load_config
-from azjax.train import make_trainer, train_and_evaluate
+from azjax.train import train_and_evaluate
+from azjax.trainer import make_trainer
 
 pytestmark = pytest.mark.xdist_group("train")
 

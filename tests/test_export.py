@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from helpers import write_tiny_run
 
-from azjax import checkpoint, export
+from azjax import checkpoint, export, onnx_export
+from azjax.card import card_path, headline
 from azjax.cli.export import main
 from azjax.config import Config, GameConfig, config_to_dict
 from azjax.network import NetworkConfig, init_params, make_network
@@ -62,8 +63,8 @@ def test_model_file_round_trip_and_card(run, tmp_path, capsys):
         "storage_dtype": "float32",
         "strength": {},
     }
-    assert json.loads(export.card_path(out).read_text()) == card  # NAME.card.json
-    assert export.card_path(out).name == "ttt.card.json"
+    assert json.loads(card_path(out).read_text()) == card  # NAME.card.json
+    assert card_path(out).name == "ttt.card.json"
 
     assert main([str(run), "--step", "1", "--out", str(tmp_path / "one.azjax")]) == 0
     _, params_1, card_1 = export.load_model(tmp_path / "one.azjax")
@@ -187,16 +188,16 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         "zoo:ttt on the solver positions": {"agent": "zoo:ttt", **accuracy},
         "policy-zoo:ttt on the solver positions": {"agent": "policy-zoo:ttt", **accuracy},
     }
-    assert json.loads(export.card_path(model).read_text()) == card
+    assert json.loads(card_path(model).read_text()) == card
     export.load_model(model)  # the parameters are untouched
 
-    export.card_path(model).unlink()  # --card-only alone writes the card beside the model again
+    card_path(model).unlink()  # --card-only alone writes the card beside the model again
     assert main(["--card-only", str(model)]) == 0
-    assert json.loads(export.card_path(model).read_text()) == card
+    assert json.loads(card_path(model).read_text()) == card
     assert main(["--card-only", str(model), "--command", "azjax-train x", "--device", "1 GPU"]) == 0
     card = {**card, "command": "azjax-train x", "device": "1 GPU"}  # only these change
     assert export.read_card(model) == card
-    assert json.loads(export.card_path(model).read_text()) == card
+    assert json.loads(card_path(model).read_text()) == card
 
     with pytest.raises(export.ModelError, match="figures are for 'connect4'"):
         export.record_strength(model, {**match, "game": "connect4"})
@@ -226,8 +227,8 @@ def test_default_simulations(run, tmp_path, capsys):
         "zoo:ttt:64 vs random, 2 random opening plies": "zoo:ttt:64",
         "policy-zoo:ttt vs random, 2 random opening plies": "policy-zoo:ttt",
     }
-    assert json.loads(export.card_path(model).read_text()) == card
-    assert export.headline(card) == (  # zoo:ttt now has no figures; the others are counted
+    assert json.loads(card_path(model).read_text()) == card
+    assert headline(card) == (  # zoo:ttt now has no figures; the others are counted
         "policy vs random 100.0% of 4, 2 opening plies; 2 more in the card"
     )
 
@@ -266,8 +267,8 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     game = config.game.make()
     params = init_params(make_network(game, config.network), game, jax.random.key(3))
     out = tmp_path / "net.onnx"
-    export.export_onnx(config, params, out, card={"name": "net"})
-    difference = export.check_onnx(out, config, params, positions=32)
+    onnx_export.export_onnx(config, params, out, card={"name": "net"})
+    difference = onnx_export.check_onnx(out, config, params, positions=32)
     with capsys.disabled():
         print(f"\nONNX vs JAX (1x4 net, symbolic batch): max abs difference {difference:.2e}")
     assert difference < 1e-5
@@ -288,7 +289,7 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     assert "onnxruntime matches JAX" in capsys.readouterr().out
     assert onnx.load(fixed).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 3
     config, params, _ = export.load_model(model_file)
-    assert export.check_onnx(fixed, config, params) < 1e-5
+    assert onnx_export.check_onnx(fixed, config, params) < 1e-5
 
 
 def test_reexport_refuses_to_overwrite_a_model_without_force(run, tmp_path, capsys):

@@ -11,7 +11,8 @@ import pytest
 from test_train import TICTACTOE, TINY, assert_trees_equal
 
 from azjax.config import ConfigError, load_config
-from azjax.train import gate, make_trainer, train_and_evaluate
+from azjax.train import train_and_evaluate
+from azjax.trainer import gate, make_trainer
 
 pytestmark = pytest.mark.xdist_group("train")
 GATED = [*TINY, "gate.every=1", "gate.games=4"]

@@ -12,7 +12,7 @@ import games
 from azjax import health
 from azjax.config import load_config
 from azjax.network import NetworkConfig, init_params, make_network
-from azjax.train import make_trainer
+from azjax.trainer import make_trainer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAKE_TRAIN = ROOT / "configs" / "chain_reaction.yaml"  # the Makefile's default CONFIG

@@ -168,14 +168,14 @@ def test_training_stopped_by_sigterm_exits_130_and_resumes(tmp_path):
 ONNX_EXPORT = textwrap.dedent(
     """
     import pathlib, sys, time
-    from azjax import export
+    from azjax import onnx_export
     from azjax.cli.export import main
 
     def slow_check(path, *args, **kwargs):  # the check, taking its time
         pathlib.Path(sys.argv[1]).write_text(str(path))
         time.sleep(120)
 
-    export.check_onnx = slow_check
+    onnx_export.check_onnx = slow_check
     sys.exit(main(sys.argv[2:]))
     """
 )

@@ -17,7 +17,7 @@ from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, export, model, specs, train, zoo
+from azjax import agents, export, model, specs, trainer, zoo
 from azjax.cli import evaluate, play
 from azjax.cli import export as export_cli
 from azjax.cli.train import summary
@@ -236,7 +236,7 @@ def test_train_init_from_takes_every_kind_of_source(sources):
     for kind, text in sources.items():
         overrides = [*tiny, f"train.init_from={text}"]
         config = load_config(ROOT / "configs" / "tictactoe.yaml", overrides)
-        assert _same(train.initial_params(config), model.load(text).params), kind
+        assert _same(trainer.initial_params(config), model.load(text).params), kind
 
 
 def test_the_trainers_closing_hint_loads_the_run(sources):

@@ -29,12 +29,9 @@ from azjax import parallel
 from azjax.checkpoint import Checkpointer
 from azjax.config import load_config
 from azjax.replay import make_sampler
-from azjax.train import (
-    make_train_step,
-    make_trainer,
-    restore,
-    train_and_evaluate,
-)
+from azjax.loss import make_train_step
+from azjax.train import train_and_evaluate
+from azjax.trainer import make_trainer, restore
 
 jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
 devices = jax.devices()

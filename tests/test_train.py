@@ -18,17 +18,10 @@ import pytest
 from azjax import arena
 from azjax.checkpoint import Checkpointer, list_steps, load_for_inference, read_config
 from azjax.config import ConfigError, load_config
+from azjax.loss import l2_penalty, learning_rate_schedule, loss_fn, make_optimizer
 from azjax.replay import make_sampler
-from azjax.train import (
-    evaluate,
-    l2_penalty,
-    learning_rate_schedule,
-    loss_fn,
-    make_optimizer,
-    make_trainer,
-    restore,
-    train_and_evaluate,
-)
+from azjax.train import train_and_evaluate
+from azjax.trainer import evaluate, make_trainer, restore
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"

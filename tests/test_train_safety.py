@@ -15,13 +15,14 @@ import sys
 import pytest
 from test_train import TICTACTOE, TINY
 
-from azjax import train
-from azjax.checkpoint import LOCK_FILE, Checkpointer, WorkdirError, WorkdirLock, list_steps
+from azjax import parallel
+from azjax.checkpoint import Checkpointer, list_steps
 from azjax.cli import compilation_cache_dir
 from azjax.cli.train import main as train_main
 from azjax.cli.train import summary
 from azjax.config import ConfigError, load_config
 from azjax.train import train_and_evaluate
+from azjax.workdir import LOCK_FILE, WorkdirError, WorkdirLock
 
 pytestmark = pytest.mark.xdist_group("train")
 
@@ -91,7 +92,7 @@ def test_opponents_are_checked_before_training(tmp_path, monkeypatch):
     def no_compiling(*args, **kwargs):
         raise AssertionError("the trainer was built before the opponents were checked")
 
-    monkeypatch.setattr(train.parallel, "make_mesh", no_compiling)
+    monkeypatch.setattr(parallel, "make_mesh", no_compiling)
     config = load_config(TICTACTOE, [*TINY, f"eval.opponents=[random, search:{tmp_path}/none]"])
     with pytest.raises(ConfigError, match=r"eval\.opponents\[1\]=.*no checkpoint in"):
         train_and_evaluate(config, tmp_path / "run", progress=False)

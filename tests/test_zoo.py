@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 
 import games
 from azjax import agents, export, model, session, zoo
+from azjax.card import make_card
 from azjax.cli import evaluate, play
 from azjax.config import Config, GameConfig
 from azjax.network import NetworkConfig, init_params, make_network
@@ -43,7 +44,7 @@ def zoo_dir(tmp_path_factory):
     export.export_run(root / "run", folder / "tictactoe.azjax")
     config = Config(game=GameConfig("connect4"), network=NetworkConfig(blocks=0, channels=4))
     params = init_params(make_network(C4, config.network), C4, jax.random.key(0))
-    export.save_model(folder / "c4.azjax", config, params, export.make_card(config, params, "c4"))
+    export.save_model(folder / "c4.azjax", config, params, make_card(config, params, "c4"))
     return folder
 
 

@@ -91,7 +91,8 @@ def _source(args: argparse.Namespace) -> str:
 
 
 def _card_only(args: argparse.Namespace) -> None:
-    from azjax import export, model  # flax, orbax: deferred so that --help answers at once
+    from azjax import export, model  # flax, orbax: loaded after --help
+    from azjax.card import card_path, headline  # the same
 
     file = model.model_file(args.source)
     if file is None:
@@ -118,11 +119,12 @@ def _card_only(args: argparse.Namespace) -> None:
         card = export.record_strength(args.source, result)
     if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
         card = export.write_card(args.source)
-    print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
+    print(f"wrote {card_path(args.source)}: {headline(card)}")
 
 
 def _export(args: argparse.Namespace) -> None:
-    from azjax import export, model  # flax, orbax: deferred so that --help answers at once
+    from azjax import export, model, onnx_export  # flax, orbax: loaded after --help
+    from azjax.card import card_path  # the same
 
     if args.out is None:
         raise ValueError("--out is needed: NAME.azjax, or NAME.onnx with --format onnx")
@@ -147,13 +149,13 @@ def _export(args: argparse.Namespace) -> None:
         )
         print(
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "
-            f"stored as {args.dtype}) and {export.card_path(args.out)}"
+            f"stored as {args.dtype}) and {card_path(args.out)}"
         )
         return
     if args.simulations is not None:
         raise ValueError("--simulations is for a model file: ONNX holds the network alone")
     found = model.load(source)
-    difference = export.write_checked_onnx(
+    difference = onnx_export.write_checked_onnx(
         found.config, found.params, args.out, args.batch, found.card
     )
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")

@@ -66,8 +66,8 @@ def _main(argv: list[str] | None) -> int:
     use_compilation_cache()
     parallel.initialize_distributed()
 
-    from azjax.checkpoint import WorkdirError  # after the CPU devices are set
     from azjax.train import TrainingError, train_and_evaluate  # the same
+    from azjax.workdir import WorkdirError  # after the CPU devices are set
 
     devices = jax.devices()
     if jax.process_index() == 0:

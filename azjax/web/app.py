@@ -38,7 +38,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import games
-from azjax import agents, checkpoint, export, zoo
+from azjax import agents, checkpoint, zoo
+from azjax.card import headline
 from azjax.checks import check_seed
 from azjax.config import config_to_dict
 from azjax.model import load as load_model
@@ -241,7 +242,7 @@ def find_zoo() -> list[dict[str, Any]]:
                 "game": game,
                 "kwargs": kwargs,
                 "label": headline_figure(card),
-                "strength": export.headline(card),
+                "strength": headline(card),
                 "default": default,
             }
         )

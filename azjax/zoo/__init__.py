@@ -18,6 +18,7 @@ from typing import Any
 
 import games
 from azjax import export
+from azjax.card import card_game, headline
 
 ENV = "AZJAX_ZOO_DIR"
 
@@ -30,7 +31,7 @@ def directory() -> pathlib.Path:
 def _plays(card: dict[str, Any], game: games.Game) -> bool:
     """Whether a card's model was trained for `game` (the same game and size)."""
     try:
-        return export.card_game(card) is game
+        return card_game(card) is game
     except ValueError:  # a game (or size) this azjax does not know
         return False
 
@@ -75,7 +76,7 @@ def table() -> str:
     for name in names():
         c = card(name)
         size = ",".join(f"{k}={v}" for k, v in sorted(c["game"]["kwargs"].items())) or "-"
-        rows.append((name, c["game"]["name"], size, str(c["iteration"]), export.headline(c)))
+        rows.append((name, c["game"]["name"], size, str(c["iteration"]), headline(c)))
     if not rows:
         return f"the zoo is empty ({directory()})"
     header = ("name", "game", "size", "iteration", "strength")

@@ -1,0 +1,153 @@
+"""Trained networks as ONNX: `obs -> (logits, value)`, checked against JAX by onnxruntime.
+
+    write_checked_onnx(config, params, "connect4.onnx")   # written, checked, then moved in place
+
+jax2onnx and onnxruntime come with the `export` extra (see the README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from azjax.card import ModelError
+from azjax.config import Config, config_to_dict
+from azjax.export import check_suffix, write_atomically
+from azjax.network import make_network
+
+Params = Any
+
+
+def _float32_network(config: Config) -> tuple[Any, Any]:
+    """(game, network) of `config`, computing in float32 (the parameters are the same)."""
+    game = config.game.make()
+    return game, make_network(game, dataclasses.replace(config.network, dtype="float32"))
+
+
+def _onnx_plugins() -> None:
+    """Register jax2onnx's plugins for JAX primitives and flax modules only.
+
+    jax2onnx 0.17 imports every plugin tree before its first conversion; its equinox tree
+    builds example modules at import time, which costs about 30 s of compilation on a small
+    CPU. azjax's networks are flax modules over plain JAX primitives, so only those two trees
+    are imported (without the flax tree, its `jnp.shape` patch fails on the symbolic batch).
+    """
+    import jax2onnx.plugins  # optional (the export extra), and slow to import
+    from jax2onnx.plugins import plugin_system  # the same
+
+    if not plugin_system._already_imported_plugins:
+        root = pathlib.Path(jax2onnx.plugins.__file__).parent
+        for tree in ("jax", "flax"):
+            plugin_system._import_tree(root / tree, f"jax2onnx.plugins.{tree}")
+        plugin_system._already_imported_plugins = True
+
+
+def export_onnx(
+    config: Config,
+    params: Params,
+    out: str | pathlib.Path,
+    batch: int | None = None,
+    card: Mapping[str, Any] | None = None,
+) -> None:
+    """Write the network as ONNX: input `obs` float32 [B, *observation_shape], outputs `logits`
+    float32 [B, num_actions] and `value` float32 [B]; B is symbolic unless `batch` is given.
+
+    The graph computes in float32 whatever `network.dtype` the run trained with. The network
+    picks its 3x3 convolution with `lax.platform_dependent`, which jax2onnx cannot lower, so the
+    network is traced on the CPU with compile-time evaluation: the platform is resolved while
+    tracing and the CPU form (the native convolution with im2col's gradients: ONNX `Conv`
+    nodes) is exported, over the same parameters. The config, and `card` when given, go into
+    the model's metadata.
+    """
+    try:
+        from jax2onnx import to_onnx  # optional (the export extra), and slow to import
+    except ImportError:
+        raise ImportError(
+            "ONNX export needs jax2onnx and onnxruntime: pip install 'azjax[export]' and then "
+            "pip install --no-deps 'jax2onnx>=0.17,<0.18' (see the README)"
+        ) from None
+    out = pathlib.Path(out)
+    check_suffix(out, ".onnx")
+    if batch is not None and batch < 1:
+        raise ModelError(f"ONNX batch size must be >= 1 (or symbolic), got {batch}")
+    if not out.parent.is_dir():
+        raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
+    game, network = _float32_network(config)
+    cpu = jax.devices("cpu")[0]
+    params = jax.device_put(jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params), cpu)
+
+    def apply(obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        with jax.ensure_compile_time_eval(), jax.default_device(cpu):
+            return network.apply(params, obs)
+
+    _onnx_plugins()
+    logging.getLogger("onnx_ir").setLevel(logging.ERROR)  # notes on untyped shape constants
+    model = to_onnx(
+        apply,
+        [("B" if batch is None else batch, *game.observation_shape)],
+        model_name=f"azjax_{game.name}",
+        input_names=["obs"],
+        output_names=["logits", "value"],
+    )
+    metadata = {"azjax_config": json.dumps(config_to_dict(config))}
+    if card is not None:
+        metadata["azjax_card"] = json.dumps(card)
+    for key, value in metadata.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    write_atomically(out, model.SerializeToString())
+
+
+def write_checked_onnx(
+    config: Config,
+    params: Params,
+    out: str | pathlib.Path,
+    batch: int | None = None,
+    card: Mapping[str, Any] | None = None,
+) -> float:
+    """`export_onnx` into a file beside `out`, checked by onnxruntime (`check_onnx`) and only
+    then moved to `out`: a failed or interrupted export leaves `out` as it was. Returns the
+    check's largest difference."""
+    out = pathlib.Path(out)
+    check_suffix(out, ".onnx")
+    if not out.parent.is_dir():
+        raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
+    unchecked = out.with_name(f"{out.name[: -len('.onnx')]}.unchecked.onnx")
+    try:
+        export_onnx(config, params, unchecked, batch, card)
+        difference = check_onnx(unchecked, config, params)
+        os.replace(unchecked, out)
+    except OSError as err:
+        raise ModelError(f"cannot write {out}: {err.strerror}") from None
+    finally:
+        unchecked.unlink(missing_ok=True)
+    return difference
+
+
+def check_onnx(
+    path: str | pathlib.Path, config: Config, params: Params, positions: int = 64, seed: int = 0
+) -> float:
+    """The largest absolute difference between onnxruntime's outputs for the ONNX model at
+    `path` and the network's, over random 0/1 observations (`positions` of them, or the
+    model's fixed batch size)."""
+    import onnxruntime  # optional (the export extra)
+
+    game, network = _float32_network(config)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    batch = session.get_inputs()[0].shape[0]
+    shape = (batch if isinstance(batch, int) else positions, *game.observation_shape)
+    obs = np.asarray(jax.random.bernoulli(jax.random.key(seed), 0.3, shape), np.float32)
+    logits, value = session.run(["logits", "value"], {"obs": obs})
+    want_logits, want_value = network.apply(params, obs)
+    return float(
+        max(np.abs(logits - want_logits).max(), np.abs(value - np.asarray(want_value)).max())
+    )

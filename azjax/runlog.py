@@ -1,0 +1,86 @@
+"""The run log: `metrics.jsonl` and TensorBoard event files, and the records' one-line forms.
+
+One record per iteration (`iteration`, `train/*`, `selfplay/*`, `replay/*`, `eval/*`, `gate/*`,
+`health*`, timings) and a `final` record after the final evaluation; `azjax.metrics` reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from tensorboardX import SummaryWriter
+
+from azjax import parallel
+from azjax.metrics import read_metrics
+
+
+class RunLog:
+    """metrics.jsonl plus TensorBoard event files; only process 0 writes."""
+
+    def __init__(
+        self, workdir: pathlib.Path, resume_iteration: int, saved: Sequence[dict] = ()
+    ) -> None:
+        """Resumes the log at `resume_iteration`: newer records are dropped, and the records
+        `saved` with its checkpoint fill in any that metrics.jsonl lost."""
+        self.enabled = jax.process_index() == 0
+        self.path = workdir / "metrics.jsonl"
+        self.writer = None
+        self.minutes_before = 0.0  # wall-clock minutes of the run before this resume
+        if not self.enabled:
+            return
+        if self.path.exists() or saved:
+            logged = read_metrics(self.path) if self.path.exists() else []
+            kept = [r for r in logged if r.get("iteration", 0) <= resume_iteration]
+            have = {r.get("iteration") for r in kept if not r.get("final")}
+            kept += [r for r in saved if r["iteration"] not in have]
+            kept.sort(key=lambda r: (r.get("iteration", 0), bool(r.get("final"))))
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
+        self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=resume_iteration + 1)
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        for key, value in record.items():
+            if key != "iteration" and isinstance(value, int | float):
+                self.writer.add_scalar(key, value, record["iteration"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def scalars(metrics: dict) -> dict[str, float]:
+    host = parallel.to_host(metrics)
+    return {k: (v.item() if np.ndim(v) == 0 else v.tolist()) for k, v in host.items()}
+
+
+def postfix(record: dict) -> dict[str, str]:
+    out = {}
+    if record.get("train/trained"):
+        out["loss"] = f"{record['train/loss']:.3f}"
+        out["v_std"] = f"{record['train/value_std']:.2f}"
+    if "health/ok" in record:
+        out["health"] = "ok" if record["health/ok"] else "BAD"
+    out["pos/s"] = f"{record['positions_per_second']:.0f}"
+    for key, value in record.items():
+        if key.startswith("eval/") and key.endswith("/win_rate"):
+            out[key.split("/")[1]] = f"{value:.0%}"
+    return out
+
+
+def eval_line(iteration: int, record: dict) -> str:
+    parts = []
+    for key, value in record.items():
+        if key.startswith("eval/") and key.endswith("/win_rate"):
+            name = key.split("/")[1]
+            wins, draws, losses = (record[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
+            parts.append(f"vs {name}: {value:.0%} won ({wins}W {draws}D {losses}L)")
+    return f"iteration {iteration}: " + ", ".join(parts)
