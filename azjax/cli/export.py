@@ -19,7 +19,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from azjax.cli import INTERRUPTED, OK, bad_input, run_command
+from azjax.cli import INTERRUPTED, OK, bad_input, run_command, use_compilation_cache
 from azjax.cli.args import load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
 
@@ -170,8 +170,6 @@ def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
         return bad_input("azjax-export", "--strength needs --card-only")
-    from azjax.cli import use_compilation_cache  # imports JAX: after the usage checks
-
     use_compilation_cache()
     try:
         if args.simulations is not None:

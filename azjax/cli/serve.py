@@ -17,7 +17,8 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from azjax.cli import bad_input, run_command
+import games
+from azjax.cli import bad_input, run_command, use_compilation_cache
 from azjax.cli.args import load_game_modules, port_arg
 
 
@@ -69,10 +70,9 @@ def _main(argv: Sequence[str] | None) -> int | None:
         sys.exit(f"azjax-serve: cannot listen on {args.host}:{args.port}: {err.strerror}")
     port = sock.getsockname()[1]
 
-    import uvicorn  # JAX loads slowly: deferred so that --help answers at once
+    import uvicorn  # the web stack: loaded once the port is bound
 
-    from azjax.cli import use_compilation_cache  # imports JAX: the same
-    from azjax.web.app import create_app  # imports JAX: the same
+    from azjax.web.app import create_app  # agents, flax, orbax: the same
 
     use_compilation_cache()  # a restarted server finds its agents compiled
     app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
@@ -84,8 +84,6 @@ def _main(argv: Sequence[str] | None) -> int | None:
 def offer(names: str) -> None:
     """Register the comma-separated games (`pgx:<env_id>`, or any name `games.make` knows), so
     the browser lists them."""
-    import games  # JAX loads slowly: deferred so that --help answers at once
-
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name not in games.names():
             games.register(name, type(games.make(name)))

@@ -11,7 +11,15 @@ import pathlib
 import sys
 import time
 
-from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command, stopped
+from azjax.cli import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    bad_input,
+    run_command,
+    stopped,
+    use_compilation_cache,
+)
 from azjax.cli.args import load_game_modules
 
 
@@ -57,7 +65,6 @@ def _main(argv: list[str] | None) -> int:
     import jax  # after the config is checked: its errors come before JAX starts
 
     from azjax import parallel  # the same
-    from azjax.cli import use_compilation_cache  # the same
 
     try:
         parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
