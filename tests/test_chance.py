@@ -5,6 +5,7 @@ search (self-play, agents) reads a roll to come."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import pathlib
 
 import jax
@@ -282,3 +283,34 @@ def test_config_refuses_gumbel_and_alphabeta_on_a_chance_game(overrides, message
     load_config(CONFIGS / "pgx_backgammon_gpu.yaml")
     with pytest.raises(ConfigError, match=message):
         load_config(CONFIGS / "pgx_backgammon.yaml", overrides)
+
+
+def _replay_script():
+    spec = importlib.util.spec_from_file_location("replay", CONFIGS.parent / "scripts/replay.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_replay_draws_a_pgx_game_with_pgx_and_replays_its_dice(tmp_path):
+    """scripts/replay.py: pgx's drawing, captioned, as SVG frames (a GIF is refused); a replay
+    starts from the key its moves were played from, so Backgammon's dice repeat."""
+    replay = _replay_script()
+    replay.main(["--game", "pgx:hex", "--moves", "60 7", "--out", str(tmp_path / "hex")])
+    frames = sorted((tmp_path / "hex").glob("*.svg"))
+    assert len(frames) == 3
+    last = frames[-1].read_text()
+    assert 'aria-label="pgx:hex board"' in last and ">2. Player 2 7</text>" in last
+    with pytest.raises(SystemExit):
+        replay.main(["--game", "pgx:hex", "--moves", "60", "--out", str(tmp_path / "h.gif")])
+
+    game = games.make("pgx:backgammon")
+    state = game.init(jax.random.key(replay.START))
+    moves = []
+    for _ in range(6):
+        moves.append(game.legal_actions(state)[0])
+        state = game.step(state, moves[-1])
+    replay.main(
+        ["--game", "pgx:backgammon", "--moves", " ".join(map(str, moves)), "--out", str(tmp_path)]
+    )
+    assert len(list(tmp_path.glob("frame_*.svg"))) == 7
