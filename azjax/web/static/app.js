@@ -178,16 +178,18 @@ function renderButtons(view) {
   // move of a game drawn by pgx, whose pictures have no click targets).
   $("buttons").replaceChildren();
   if (view.buttons.length > MAX_BUTTONS) {
+    const label = document.createElement("label");
+    label.textContent = "Move ";
     const menu = document.createElement("select");
     menu.id = "move-menu";
-    menu.setAttribute("aria-label", "your move");
     for (const b of view.buttons) menu.add(new Option(b.label, String(b.action)));
+    label.append(menu);
     const play = document.createElement("button");
     play.type = "button";
     play.id = "play-move";
     play.textContent = "Play";
     play.addEventListener("click", () => move(Number(menu.value)));
-    $("buttons").append(menu, play);
+    $("buttons").append(label, play);
     return;
   }
   for (const b of view.buttons) {
