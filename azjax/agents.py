@@ -5,13 +5,17 @@ jittable and vmappable, so the arena vmaps it over games. Specs understood by `m
 
     random                       a uniformly random legal move
     greedy                       one ply: take a win, else maximise a simple game score
-    alphabeta:DEPTH              depth-limited negamax with alpha-beta pruning
+    alphabeta:DEPTH              depth-limited negamax with alpha-beta pruning (no chance games)
     mcts:SIMS                    pure MCTS (mctx PUCT, uniform prior) with random-rollout values
     policy:WORKDIR[@STEP]        a trained network's policy alone (most probable legal move)
     search:WORKDIR[@STEP][:SIMS] a trained network with search (its config's algorithm)
     search:FILE.azjax[:SIMS]     an exported model (azjax-export) with search; policy:FILE.azjax
     zoo:NAME[:SIMS]              a model shipped with azjax (azjax.zoo) with search
     policy-zoo:NAME              a zoo model's policy alone
+
+Games with chance (dice): every search goes through `run_search`, which searches them with
+chance nodes; `greedy` scores the position after its move before the dice roll; alpha-beta,
+which would read the State's dice to come, refuses them.
 
 The move function `Agent.fn` is built once per (game, settings) and cached, so jitted callers
 (the arena) compile once per pair of agent kinds; network parameters travel as traced
@@ -110,7 +114,7 @@ def _greedy_fn(game: Game) -> MoveFn:
     def fn(params: Params, state: State, key: Array) -> Array:
         del params
         me = state.current_player
-        children = jax.vmap(game.step, (None, 0))(state, actions)
+        children = jax.vmap(game.afterstate, (None, 0))(state, actions)
         values = jnp.where(
             children.terminated,
             jax.vmap(terminal_value, (0, None))(children, me),
@@ -215,11 +219,22 @@ def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
     return fn
 
 
+def step_drawn(game: Game, state: State, action: Array, key: Array) -> State:
+    """`game.step`, any chance outcome drawn from `key` rather than from the State's own
+    dice, so that a search's playouts never read a roll to come. Unbatched."""
+    if not game.has_chance:
+        return game.step(state, action)
+    after = game.afterstate(state, action)
+    outcome = jax.random.categorical(key, jnp.log(game.chance_probs(after)))
+    return game.step_chance(after, outcome)
+
+
 def rollout_evaluator(game: Game) -> Evaluator:
     """An Evaluator for pure MCTS: uniform logits and the result of one random playout.
 
     The value is the total reward that the player to move at the evaluated state collects
-    while both sides play uniformly random legal moves to the end (0 for a final state).
+    while both sides play uniformly random legal moves to the end (0 for a final state), the
+    dice of a game with chance drawn from the key.
     """
 
     def rollout(state: State, key: Array) -> Array:
@@ -228,7 +243,8 @@ def rollout_evaluator(game: Game) -> Evaluator:
         def body(carry):
             s, k, total, steps = carry
             k, sub = jax.random.split(k)
-            s = game.step(s, random_legal_action(sub, s.legal_action_mask))
+            action = random_legal_action(sub, s.legal_action_mask)
+            s = step_drawn(game, s, action, jax.random.fold_in(sub, 1))
             return s, k, total + s.rewards[player], steps + 1
 
         def cond(carry):
@@ -291,6 +307,11 @@ def greedy_agent(game: Game) -> Agent:
 
 def alphabeta_agent(game: Game, depth: int) -> Agent:
     """Negamax with alpha-beta pruning to `depth` plies and `heuristic` at the horizon."""
+    if game.has_chance:
+        raise ValueError(
+            f"alphabeta:{depth} cannot play {game.name}: it has chance (dice), and alpha-beta "
+            "would read the rolls to come; use mcts:N, greedy or random"
+        )
     if depth < 1:
         raise ValueError(f"alpha-beta depth must be >= 1, got {depth}")
     return Agent(fn=_alphabeta_fn(game, depth), name=f"alphabeta:{depth}")

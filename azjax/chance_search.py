@@ -15,9 +15,10 @@ search cannot foresee the roll that `game.step` will draw. Conventions, as in az
   every outcome's State evaluated (`chance_outcomes` evaluations per expanded node);
 - illegal actions get the prior logit `finfo.min` inside the tree and are masked at the root.
 
-Moves are PUCT's (mctx has no Gumbel variant of this tree): Dirichlet noise over the legal
-moves at the root when exploring, then a move sampled in proportion to the visits, or the most
-visited move (ties to the higher prior).
+Moves are PUCT's (mctx has no Gumbel variant of this tree, so a Gumbel config is refused):
+Dirichlet noise over the legal moves at the root when exploring, then a move sampled in
+proportion to the visits, or the most visited move (ties to the higher prior).
+`azjax.search.search_tree` sends every game with `has_chance` here.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 import mctx
 from flax import struct
 
-from azjax.search import Evaluator, Params, SearchConfig, SearchOutput, mask_logits
+from azjax.search import Evaluator, Params, SearchConfig, SearchOutput, _cut, mask_logits
 from games.core import Game, State
 
 Array = jax.Array
@@ -89,7 +90,7 @@ def _chance_fn(game: Game, evaluate: Evaluator):
     return chance_fn
 
 
-def run_chance_search(
+def chance_search_tree(
     game: Game,
     evaluate: Evaluator,
     params: Params,
@@ -98,20 +99,20 @@ def run_chance_search(
     config: SearchConfig,
     num_simulations: int | None = None,
     explore: bool | Array = True,
-) -> SearchOutput:
-    """Search a batch of states [B] of a game with chance and pick a move for each.
-
-    `num_simulations` overrides `config.num_simulations` (static); `config`'s Dirichlet noise
-    and `pb_c_init` apply. `explore` (bool, or bool[B]) adds the root noise and samples the
-    move from the visits; without it the most visited move is played. The policy target is the
-    visit distribution, 0 on illegal actions. States without a legal action get action 0, a
-    zero policy and value 0.
-    """
+    sample: Array | None = None,
+) -> tuple[SearchOutput, mctx.Tree]:
+    """`run_chance_search`, also returning the mctx search tree (decision nodes' actions)."""
+    if config.algorithm != "puct":
+        raise ValueError(
+            f"search.algorithm={config.algorithm!r} on {game.name}: a game with chance is "
+            "searched with PUCT (mctx has no Gumbel search with chance nodes); set it to 'puct'"
+        )
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:
         raise ValueError(f"num_simulations must be >= 1, got {sims}")
     explore = jnp.broadcast_to(jnp.asarray(explore, jnp.bool_), (batch,))
+    sample = explore if sample is None else jnp.broadcast_to(jnp.asarray(sample), (batch,))
     legal = states.legal_action_mask
     root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
 
@@ -144,9 +145,38 @@ def run_chance_search(
     # Ties in visit counts go to the higher prior.
     greedy = jnp.argmax(jnp.where(legal, visits + 0.5 * jax.nn.softmax(logits), -jnp.inf), -1)
     sampled = jax.random.categorical(action_key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf))
+    action = jnp.where(sample, sampled, greedy)
+    if config.sample_cutoff is not None:
+        action = _cut(out.search_tree, action, greedy, config.sample_cutoff)
     live = legal.any(-1)
-    return SearchOutput(
-        action=jnp.where(live, jnp.where(explore, sampled, greedy), 0).astype(jnp.int32),
+    output = SearchOutput(
+        action=jnp.where(live, action, 0).astype(jnp.int32),
         policy=jnp.where(live[:, None], out.action_weights, 0.0).astype(jnp.float32),
         root_value=jnp.where(live, summary.value, 0.0).astype(jnp.float32),
     )
+    return output, out.search_tree
+
+
+def run_chance_search(
+    game: Game,
+    evaluate: Evaluator,
+    params: Params,
+    states: State,
+    key: Array,
+    config: SearchConfig,
+    num_simulations: int | None = None,
+    explore: bool | Array = True,
+    sample: Array | None = None,
+) -> SearchOutput:
+    """Search a batch of states [B] of a game with chance and pick a move for each.
+
+    `config.algorithm` must be "puct". `num_simulations` overrides `config.num_simulations`
+    (static); `config`'s Dirichlet noise, `pb_c_init` and `sample_cutoff` apply. `explore`
+    (bool, or bool[B]) adds the root noise; `sample` (bool[B], default `explore`) samples the
+    move from the visits, else the most visited move is played. The policy target is the visit
+    distribution, 0 on illegal actions. States without a legal action get action 0, a zero
+    policy and value 0.
+    """
+    return chance_search_tree(
+        game, evaluate, params, states, key, config, num_simulations, explore, sample
+    )[0]

@@ -298,7 +298,7 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
 def validate(config: Config) -> None:
     """Raise ConfigError naming the first impossible value (cheap: nothing is compiled)."""
     try:
-        config.game.make()
+        made = config.game.make()
     except ValueError as err:
         game = config.game
         raise ConfigError(f"game.name={game.name!r}, game.kwargs={game.kwargs}: {err}") from None
@@ -313,6 +313,23 @@ def validate(config: Config) -> None:
             parse_spec(spec)
         except ValueError as err:
             raise ConfigError(f"eval.opponents[{i}]: {err}") from None
+    if made.has_chance:
+        _validate_chance(config, made.name)
+
+
+def _validate_chance(config: Config, name: str) -> None:
+    """A game with chance: PUCT search (mctx has no Gumbel search with chance nodes) and no
+    alpha-beta opponent (it would read the dice to come)."""
+    if config.search.algorithm != "puct":
+        raise ConfigError(
+            f"search.algorithm={config.search.algorithm!r}: {name} has chance (dice) and is "
+            "searched with chance nodes, which mctx offers for PUCT only; set it to 'puct'"
+        )
+    for i, spec in enumerate(config.eval.opponents):
+        if parse_spec(spec).kind == "alphabeta":
+            raise ConfigError(
+                f"eval.opponents[{i}]={spec!r}: alpha-beta cannot play {name}, a game with chance"
+            )
 
 
 def _validate_reanalyse(config: Config) -> None:

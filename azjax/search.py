@@ -15,6 +15,9 @@ the search is exact (no learned model). Conventions, as mctx needs them:
   masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
 
+Games with chance (`game.has_chance`: dice) are searched by `azjax.chance_search` instead, whose
+tree never reads a roll to come; `search_tree` and `run_search` send them there.
+
 The evaluator decides what a leaf is worth: `network_evaluator` uses the policy/value net; the
 arena builds pure MCTS on the same `run_search` with random rollouts as its evaluator.
 """
@@ -135,6 +138,12 @@ def search_tree(
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
     """`run_search`, also returning the mctx search tree (for analysis and tests)."""
+    if game.has_chance:
+        from azjax.chance_search import chance_search_tree  # it builds on this module
+
+        return chance_search_tree(
+            game, evaluate, params, states, key, config, num_simulations, explore, sample
+        )
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:
@@ -247,7 +256,8 @@ def run_search(
     noise-free best of the most visited actions. The policy target is the Gumbel improved
     policy (softmax of prior logits + completed Q) or the PUCT visit distribution; both are 0
     on illegal actions. States without a legal action (finished games) get action 0, a zero
-    policy and value 0; their search is wasted, so self-play never searches them.
+    policy and value 0; their search is wasted, so self-play never searches them. A game with
+    chance is searched with chance nodes (`azjax.chance_search`, PUCT only).
     """
     return search_tree(
         game, evaluate, params, states, key, config, num_simulations, explore, sample

@@ -8,7 +8,10 @@
 Moves are given in the game's notation, separated by spaces, or by `;` when a move itself has
 spaces (Dots and Boxes: "h 1 1; v 1 1"). With `--agents A B`, the two agents play a game (A
 first). Chain Reaction moves show each explosion level as its own frame. An output ending in
-`.gif` is an animated GIF; anything else is a folder of numbered SVG files.
+`.gif` is an animated GIF; anything else is a folder of numbered SVG files. A game with its own
+drawing (pgx's games: Hex's hexagons, Backgammon's points and dice) is drawn with it, as SVG
+files only. Every replay starts from `game.init(START)`, so a game with dice rolls the same
+dice when its moves are replayed.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import argparse
 import dataclasses
 import json
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 import jax
@@ -30,6 +35,7 @@ from games import svg
 CAPTION = 34.0  # pixels under the board for the move caption
 HIGHLIGHT = "#f1c40f"  # Chain Reaction's colour for a cell at critical mass and the last move
 INK = "#333333"
+START = 0  # the key of every replay's start position: a game with dice replays its rolls
 
 
 def split_moves(text: str) -> list[str]:
@@ -43,8 +49,7 @@ def agent_game(game: games.Game, specs: Sequence[str], seed: int) -> list[int]:
     from azjax.session import compiled_agent
 
     agents = [compiled_agent(game, spec) for spec in specs]
-    key, init_key = jax.random.split(jax.random.key(seed))
-    state, actions = game.init(init_key), []
+    key, state, actions = jax.random.key(seed), game.init(jax.random.key(START)), []
     while not bool(state.terminated):
         key, sub = jax.random.split(key)
         action = agents[int(state.current_player)](state, sub)
@@ -116,6 +121,50 @@ def with_legend(pic: svg.Picture) -> svg.Picture:
     return dataclasses.replace(pic, height=height, shapes=tuple(shapes))
 
 
+def draws_itself(game: games.Game) -> bool:
+    """Whether the game has its own drawing (`Game.svg` overridden: pgx's games), which this
+    script writes as SVG files but cannot rasterise into a GIF."""
+    return type(game).svg is not games.Game.svg
+
+
+def own_frames(game: games.Game, actions: Sequence[int], names: Sequence[str]) -> list[str]:
+    """SVG documents of the start and every move in the game's own drawing, captioned."""
+    state = game.init(jax.random.key(START))
+    out = [_captioned_svg(game.svg(state), "start")]
+    for i, action in enumerate(actions):
+        text = f"{i + 1}. {names[int(state.current_player)]} {game.format_action(action)}"
+        state = game.checked_step(state, action)
+        out.append(_captioned_svg(game.svg(state), text + _result(game, state, names)))
+    return out
+
+
+def _captioned_svg(document: str, text: str) -> str:
+    """An SVG document with a line of text under it (the document nested as it is)."""
+    box = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', document)
+    if box is None:
+        raise ValueError(f"the game's drawing has no viewBox: {document[:60]!r}")
+    width, height = float(box[1]), float(box[2])
+    total = height + CAPTION
+    label = (
+        f'<text x="{width / 2:g}" y="{height + CAPTION / 2:g}" font-size="16" '
+        f'text-anchor="middle" dominant-baseline="middle" fill="{INK}">{escape(text)}</text>'
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{total:g}" '
+        f'viewBox="0 0 {width:g} {total:g}">{document}{label}</svg>'
+    )
+
+
+def _result(game: games.Game, state: Any, names: Sequence[str]) -> str:
+    """The caption's end: who won (and the count, where people count), a draw, or nothing."""
+    if not bool(state.terminated):
+        return ""
+    reward = float(state.rewards[0])
+    text = f" - {names[0] if reward > 0 else names[1]} wins" if reward else " - draw"
+    counted = svg.score(game, game.board(state))
+    return text + (f" {counted[0]}-{counted[1]}" if counted else "")
+
+
 def frames(
     game: games.Game, actions: Sequence[int], names: Sequence[str], cell: float
 ) -> list[tuple[svg.Picture, bool]]:
@@ -130,7 +179,7 @@ def frames(
 def _frames(
     game: games.Game, actions: Sequence[int], names: Sequence[str], cell: float
 ) -> list[tuple[svg.Picture, bool]]:
-    state = game.init(jax.random.key(0))
+    state = game.init(jax.random.key(START))
     out = [(captioned(svg.picture(game, state, cell=cell), "start"), True)]
     for i, action in enumerate(actions):
         mover = names[int(state.current_player)]
@@ -140,11 +189,7 @@ def _frames(
                 pic = svg.picture(game, board=board, last_action=action, cell=cell)
                 out.append((captioned(pic, text), False))
         state = game.checked_step(state, action)
-        if bool(state.terminated):
-            reward = float(state.rewards[0])
-            text += f" - {names[0] if reward > 0 else names[1]} wins" if reward else " - draw"
-            counted = svg.score(game, game.board(state))
-            text += f" {counted[0]}-{counted[1]}" if counted else ""
+        text += _result(game, state, names)
         pic = svg.picture(game, board=game.board(state), last_action=action, cell=cell)
         out.append((captioned(pic, text), True))
     return out
@@ -158,11 +203,13 @@ def write_gif(pictures: Sequence[tuple[svg.Picture, bool]], path: pathlib.Path, 
     images[0].save(path, save_all=True, append_images=images[1:], duration=durations, loop=0)
 
 
-def write_svgs(pictures: Sequence[tuple[svg.Picture, bool]], folder: pathlib.Path) -> None:
+def write_svgs(pictures: Sequence[tuple[svg.Picture, bool] | str], folder: pathlib.Path) -> None:
+    """Numbered SVG files: pictures, or documents in a game's own drawing (`own_frames`)."""
     folder.mkdir(parents=True, exist_ok=True)
     width = len(str(len(pictures)))
-    for i, (pic, _) in enumerate(pictures):
-        (folder / f"frame_{i:0{width}d}.svg").write_text(svg.svg_text(pic))
+    for i, pic in enumerate(pictures):
+        text = pic if isinstance(pic, str) else svg.svg_text(pic[0])
+        (folder / f"frame_{i:0{width}d}.svg").write_text(text)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -208,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             actions = agent_game(game, args.agents, args.seed)
         else:
             texts = record["moves"] if args.record else split_moves(args.moves)
-            actions, state = [], game.init(jax.random.key(0))
+            actions, state = [], game.init(jax.random.key(START))
             for i, text in enumerate(texts):
                 try:
                     action = game.parse_action(text, state)
@@ -216,9 +263,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                     raise ValueError(f"move {i + 1}: {err}") from None
                 state = game.checked_step(state, action)
                 actions.append(action)
+        if draws_itself(game) and out.suffix.lower() == ".gif":
+            raise ValueError(
+                f"{game.name} is drawn by its own SVG, which this script cannot turn into a GIF:"
+                " give a folder as --out for SVG files"
+            )
     except ValueError as err:
         parser.error(str(err))
-    pictures = frames(game, actions, game.players, args.cell)
+    if draws_itself(game):
+        pictures = own_frames(game, actions, game.players)
+    else:
+        pictures = frames(game, actions, game.players, args.cell)
     try:
         if out.suffix.lower() == ".gif":
             write_gif(pictures, out, args.ms)

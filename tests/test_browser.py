@@ -206,3 +206,46 @@ def test_the_first_move_of_an_opponent_says_it_is_compiling(browser, server, mon
     page.locator("#board .move").first.click()  # compiled now: it only thinks
     page.wait_for_function("document.querySelector('#board').dataset.ply === '4'", timeout=120_000)
     assert "greedy is thinking…" in page.evaluate("window.seen"), page.evaluate("window.seen")
+
+
+@pytest.mark.parametrize(
+    ("name", "menu"), [("pgx:hex", True), ("pgx:backgammon", False)], ids=["hex", "backgammon"]
+)
+def test_a_pgx_game_is_drawn_by_pgx_and_played_from_its_move_list(
+    browser, server, monkeypatch, name, menu
+):
+    """pgx's drawing has no click targets: the legal moves are listed under it (Hex's 121 in
+    one menu, Backgammon's few as buttons), and choosing one plays it."""
+    pytest.importorskip("pgx")
+    import games
+    from azjax.cli.serve import offer
+
+    monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the test
+    offer(name)
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server)
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#game", name)
+    opponents = page.locator("#opponent option").all_text_contents()
+    assert ("alphabeta:2" in opponents) == (name == "pgx:hex"), opponents  # none over dice
+    page.select_option("#opponent", "random")
+    page.select_option("#side", "0")
+    page.click("#new")
+    page.wait_for_selector("#move-menu, #buttons button", timeout=120_000)
+    assert page.locator(f'#board svg[aria-label="{name} board"]').count() == 1
+    assert page.locator("#board .move").count() == 0
+    if menu:
+        labels = page.locator("#move-menu option").all_text_contents()
+        assert labels == [str(a) for a in range(121)]  # every cell; the swap comes later
+        page.select_option("#move-menu", "60")
+        page.click("#play-move")
+        chosen = "60"
+    else:
+        chosen = page.locator("#buttons button").first.text_content()
+        page.locator("#buttons button").first.click()
+    page.wait_for_function("document.querySelector('#board').dataset.ply !== '0'", timeout=120_000)
+    moves = page.locator("#moves li").all_text_contents()
+    assert moves[0] == f"Player 1 {chosen}", moves
+    assert not errors, errors

@@ -1,10 +1,12 @@
 """Chance in the game contract (games/core.py) and the search with chance nodes
-(azjax/chance_search.py): pgx's backgammon declares its roll, check_game checks it, and the
-search never reads a roll to come."""
+(azjax/chance_search.py): pgx's backgammon declares its roll, check_game checks it, and no
+search (self-play, agents) reads a roll to come."""
 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -14,13 +16,17 @@ import pytest
 pytest.importorskip("pgx")
 
 import games
+from azjax import agents
 from azjax.chance_search import run_chance_search
-from azjax.search import SearchConfig
+from azjax.config import ConfigError, load_config
+from azjax.search import SearchConfig, run_search
+from azjax.selfplay import SelfPlayConfig, make_rollout
 from games.testing import check_game
 from games.tictactoe import TicTacToe
 
 pytestmark = pytest.mark.xdist_group("pgx")
 
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 NATIVE = ("tictactoe", "connect4", "othello", "dots_and_boxes", "chain_reaction")
 
 
@@ -157,7 +163,7 @@ def test_step_reveals_the_roll_and_afterstate_does_not():
 @pytest.mark.parametrize("explore", [False, True])
 def test_chance_search_does_not_depend_on_the_dice_to_come(explore):
     """The same positions searched under two dice seeds (the search key the same) give the
-    same moves, policies and values (azjax/search.py, which steps `step`, chooses differently
+    same moves, policies and values (a tree that steps `step` would choose differently
     in some of these positions)."""
     game = games.make("pgx:backgammon")
     states = _positions(game, 16, 7)
@@ -212,3 +218,99 @@ def test_chance_search_signs_on_a_deterministic_game(moves, best):
         explore=False,
     )
     assert int(out.action[0]) == best
+
+
+def _reseeded(states: games.core.State) -> games.core.State:
+    """The same positions with other dice to come."""
+    return states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+
+
+def test_run_search_sends_a_chance_game_to_the_chance_search():
+    game = games.make("pgx:backgammon")
+    states = _positions(game, 4, 7)
+    config = SearchConfig(algorithm="puct", num_simulations=8)
+    args = (game, _linear_evaluator(game), None, states, jax.random.key(3), config)
+    for x, y in zip(run_search(*args), run_chance_search(*args), strict=True):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match=r"search.algorithm='gumbel' on pgx:backgammon: .*'puct'"):
+        run_search(*args[:-1], SearchConfig(algorithm="gumbel"))
+
+
+def test_selfplay_moves_do_not_depend_on_the_dice_to_come():
+    """One self-play step (sampled and greedy moves, full and fast searches) from the same
+    positions under two dice seeds: the same moves, policy targets and searched values."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game, 4, 7)
+    search = SearchConfig(algorithm="puct", num_simulations=8)
+    rollout = make_rollout(
+        game, _linear_evaluator(game), search, SelfPlayConfig(batch_size=4, temperature_moves=2)
+    )
+    move_number = jnp.arange(4, dtype=jnp.int32)  # the first half samples, the rest is greedy
+    keys = jax.random.split(jax.random.key(9), (1, 4))
+    play = jax.jit(lambda s, full: rollout(None, s, move_number, full, keys)[2])
+    for full in (True, False):
+        a = play(states, jnp.array([full]))
+        b = play(_reseeded(states), jnp.array([full]))
+        for field in ("action", "policy", "root_value"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+@pytest.mark.parametrize("spec", ["mcts:16", "greedy"])
+def test_agents_do_not_depend_on_the_dice_to_come(spec):
+    game = games.make("pgx:backgammon")
+    states = _positions(game, 2, 7)
+    agent = agents.make(spec, game)
+    keys = jax.random.split(jax.random.key(4), 2)
+    play = jax.jit(jax.vmap(agent))
+    a, b = play(states, keys), play(_reseeded(states), keys)
+    np.testing.assert_array_equal(a, b)
+    assert np.asarray(states.legal_action_mask)[np.arange(2), np.asarray(a)].all()
+
+
+def test_alphabeta_refuses_a_chance_game():
+    with pytest.raises(ValueError, match=r"alphabeta:2 cannot play pgx:backgammon: it has chance"):
+        agents.make("alphabeta:2", games.make("pgx:backgammon"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["search.algorithm=gumbel"], r"search.algorithm='gumbel': pgx:backgammon has chance"),
+        (["eval.opponents=[random,alphabeta:2]"], r"eval.opponents\[1\]='alphabeta:2'"),
+    ],
+)
+def test_config_refuses_gumbel_and_alphabeta_on_a_chance_game(overrides, message):
+    load_config(CONFIGS / "pgx_backgammon_gpu.yaml")
+    with pytest.raises(ConfigError, match=message):
+        load_config(CONFIGS / "pgx_backgammon.yaml", overrides)
+
+
+def _replay_script():
+    spec = importlib.util.spec_from_file_location("replay", CONFIGS.parent / "scripts/replay.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_replay_draws_a_pgx_game_with_pgx_and_replays_its_dice(tmp_path):
+    """scripts/replay.py: pgx's drawing, captioned, as SVG frames (a GIF is refused); a replay
+    starts from the key its moves were played from, so Backgammon's dice repeat."""
+    replay = _replay_script()
+    replay.main(["--game", "pgx:hex", "--moves", "60 7", "--out", str(tmp_path / "hex")])
+    frames = sorted((tmp_path / "hex").glob("*.svg"))
+    assert len(frames) == 3
+    last = frames[-1].read_text()
+    assert 'aria-label="pgx:hex board"' in last and ">2. Player 2 7</text>" in last
+    with pytest.raises(SystemExit):
+        replay.main(["--game", "pgx:hex", "--moves", "60", "--out", str(tmp_path / "h.gif")])
+
+    game = games.make("pgx:backgammon")
+    state = game.init(jax.random.key(replay.START))
+    moves = []
+    for _ in range(6):
+        moves.append(game.legal_actions(state)[0])
+        state = game.step(state, moves[-1])
+    replay.main(
+        ["--game", "pgx:backgammon", "--moves", " ".join(map(str, moves)), "--out", str(tmp_path)]
+    )
+    assert len(list(tmp_path.glob("frame_*.svg"))) == 7

@@ -10,6 +10,10 @@
     POST /api/warm                    {"game", "kwargs", "opponent"} -> compile that opponent
                                       in the background (the page asks when one is chosen)
 
+Legal moves with no click target on the board's drawing (Othello's pass; every move of a pgx
+game, drawn by pgx) are offered as `buttons`, which the page lists as buttons or, when there
+are many, as one menu.
+
 `ply` is the number of moves the page has seen; a request made on an older position is refused
 (409) so that two tabs cannot play over each other. Every error is a JSON body
 `{"error": message}` with a 4xx status. Games are independent (one lock each); agents are
@@ -25,6 +29,7 @@ import functools
 import inspect
 import json
 import pathlib
+import re
 import secrets
 import threading
 from typing import Any
@@ -249,9 +254,17 @@ def find_zoo() -> list[dict[str, Any]]:
     return found
 
 
+def baselines(name: str) -> list[str]:
+    """The baseline agents that can play game `name`: alpha-beta, which would read the dice to
+    come, cannot play a game with chance."""
+    if not games.make(name).has_chance:
+        return list(BASELINES)
+    return [spec for spec in BASELINES if agents.parse_spec(spec).kind != "alphabeta"]
+
+
 def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> list[str]:
     """The agent specs offered for a game of this size."""
-    specs = list(BASELINES)
+    specs = baselines(name)
     for model in find_zoo():
         if model["game"] == name and model["kwargs"] == kwargs:
             specs += [f"zoo:{model['name']}", f"policy-zoo:{model['name']}"]
@@ -360,8 +373,8 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
     """Everything the page shows, with the plies from `first_new` on to animate."""
     session = entry.session
     game, state = session.game, session.state
-    pic = svg.picture(game, state)
-    drawn = {s.action for s in pic.shapes if s.action is not None}
+    board = board_svg(session, clickable=session.human_to_move)
+    drawn = {int(a) for a in re.findall(r'data-action="(\d+)"', board)}
     legal = game.legal_actions(state)
     plies = len(session.plies)
     if session.analysis is not None:
@@ -391,9 +404,9 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         "score": svg.score(game, game.board(state)),
         "over": session.over,
         "result": session.result(),
-        "svg": board_svg(session, clickable=session.human_to_move),
+        "svg": board,
         "legal": [game.format_action(a) for a in legal],
-        "buttons": [  # legal moves with no place on the board (Othello's pass)
+        "buttons": [  # legal moves with no click target on the board (Othello's pass, pgx)
             {"action": a, "label": game.format_action(a)} for a in legal if a not in drawn
         ]
         if session.human_to_move
@@ -458,6 +471,7 @@ def create_app(
                     {
                         "name": name,
                         "players": games.make(name).players,
+                        "baselines": baselines(name),
                         "sizes": {
                             k: {"default": d, "values": v} for k, (d, v) in sizes(name).items()
                         },

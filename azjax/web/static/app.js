@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 const FRAME_MS = 260; // one Chain Reaction explosion level
+const MAX_BUTTONS = 12; // more moves off the board than this: one menu instead of buttons
 let options = null;
 let current = null; // the latest view from the server
 let busy = false;
@@ -76,7 +77,8 @@ function fillOpponents() {
     $("opponent").add(new Option(`zoo policy: ${model.name}`, `policy-zoo:${model.name}`));
     if (model.default) fallback = `zoo:${model.name}`;
   }
-  for (const spec of options.baselines) $("opponent").add(new Option(spec, spec));
+  const baselines = options.games.find((g) => g.name === name).baselines;
+  for (const spec of baselines) $("opponent").add(new Option(spec, spec));
   for (const run of options.runs) {
     if (run.game !== name || !sameKwargs(run.kwargs, kwargs)) continue;
     const step = run.steps[run.steps.length - 1];
@@ -87,7 +89,7 @@ function fillOpponents() {
     }
   }
   const keep = [...$("opponent").options].some((o) => o.value === chosenOpponent);
-  $("opponent").value = keep ? chosenOpponent : (fallback ?? options.baselines[0]);
+  $("opponent").value = keep ? chosenOpponent : (fallback ?? baselines[0]);
   opponentChosen();
 }
 
@@ -172,7 +174,24 @@ function renderStatus(view) {
 }
 
 function renderButtons(view) {
+  // Moves with no place on the board: a button each, or one menu when there are many (every
+  // move of a game drawn by pgx, whose pictures have no click targets).
   $("buttons").replaceChildren();
+  if (view.buttons.length > MAX_BUTTONS) {
+    const label = document.createElement("label");
+    label.textContent = "Move ";
+    const menu = document.createElement("select");
+    menu.id = "move-menu";
+    for (const b of view.buttons) menu.add(new Option(b.label, String(b.action)));
+    label.append(menu);
+    const play = document.createElement("button");
+    play.type = "button";
+    play.id = "play-move";
+    play.textContent = "Play";
+    play.addEventListener("click", () => move(Number(menu.value)));
+    $("buttons").append(label, play);
+    return;
+  }
   for (const b of view.buttons) {
     const button = document.createElement("button");
     button.type = "button";
