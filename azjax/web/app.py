@@ -24,6 +24,7 @@ compile the usual opponents ahead (`create_app(warm=True)`).
 
 from __future__ import annotations
 
+import atexit
 import collections
 import functools
 import inspect
@@ -333,17 +334,34 @@ def warm(game: games.Game, spec: str, analyse: bool) -> None:
     mark_ready(session)
 
 
+_WARMING: list[threading.Thread] = []
+_STOP_WARMING = threading.Event()
+
+
+@atexit.register
+def _stop_warming() -> None:
+    """At exit, let each warm-up finish the compile it is in and stop: a compile still running
+    while the interpreter tears JAX down crashes the process."""
+    _STOP_WARMING.set()
+    for thread in _WARMING:
+        thread.join()
+
+
 def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> None:
     """`warm` each (game, spec) in turn, in a daemon thread; failures are left to the game."""
 
     def run() -> None:
         for game, spec in pairs:
+            if _STOP_WARMING.is_set():
+                return
             try:
                 warm(game, spec, analyse)
             except ValueError:  # an opponent that cannot be made: a new game reports it
                 continue
 
-    threading.Thread(target=run, daemon=True, name="azjax-warm").start()
+    thread = threading.Thread(target=run, daemon=True, name="azjax-warm")
+    _WARMING[:] = [t for t in _WARMING if t.is_alive()] + [thread]
+    thread.start()
 
 
 def own_analysis(spec: str) -> bool:
