@@ -101,7 +101,17 @@ def chance_search_tree(
     explore: bool | Array = True,
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
-    """`run_chance_search`, also returning the mctx search tree (decision nodes' actions)."""
+    """Search a batch of states [B] of a game with chance and pick a move for each; also
+    returns the mctx search tree (decision nodes' actions). `azjax.search.run_search` calls
+    it for every game with `has_chance`.
+
+    `config.algorithm` must be "puct". `num_simulations` overrides `config.num_simulations`
+    (static); `config`'s Dirichlet noise, `pb_c_init` and `sample_cutoff` apply. `explore`
+    (bool, or bool[B]) adds the root noise; `sample` (bool[B], default `explore`) samples the
+    move from the visits, else the most visited move is played. The policy target is the visit
+    distribution, 0 on illegal actions. States without a legal action get action 0, a zero
+    policy and value 0.
+    """
     if config.algorithm != "puct":
         raise ValueError(
             f"search.algorithm={config.algorithm!r} on {game.name}: a game with chance is "
@@ -155,28 +165,3 @@ def chance_search_tree(
         root_value=jnp.where(live, summary.value, 0.0).astype(jnp.float32),
     )
     return output, out.search_tree
-
-
-def run_chance_search(
-    game: Game,
-    evaluate: Evaluator,
-    params: Params,
-    states: State,
-    key: Array,
-    config: SearchConfig,
-    num_simulations: int | None = None,
-    explore: bool | Array = True,
-    sample: Array | None = None,
-) -> SearchOutput:
-    """Search a batch of states [B] of a game with chance and pick a move for each.
-
-    `config.algorithm` must be "puct". `num_simulations` overrides `config.num_simulations`
-    (static); `config`'s Dirichlet noise, `pb_c_init` and `sample_cutoff` apply. `explore`
-    (bool, or bool[B]) adds the root noise; `sample` (bool[B], default `explore`) samples the
-    move from the visits, else the most visited move is played. The policy target is the visit
-    distribution, 0 on illegal actions. States without a legal action get action 0, a zero
-    policy and value 0.
-    """
-    return chance_search_tree(
-        game, evaluate, params, states, key, config, num_simulations, explore, sample
-    )[0]

@@ -17,7 +17,7 @@ pytest.importorskip("pgx")
 
 import games
 from azjax import agents
-from azjax.chance_search import run_chance_search
+from azjax.chance_search import chance_search_tree
 from azjax.config import ConfigError, load_config
 from azjax.search import SearchConfig, run_search
 from azjax.selfplay import SelfPlayConfig, make_rollout
@@ -171,7 +171,7 @@ def test_chance_search_does_not_depend_on_the_dice_to_come(explore):
     config = SearchConfig(algorithm="puct", num_simulations=32)
     search = jax.jit(
         functools.partial(
-            run_chance_search,
+            run_search,
             game,
             _linear_evaluator(game),
             None,
@@ -208,7 +208,7 @@ def test_chance_search_signs_on_a_deterministic_game(moves, best):
         )
 
     batch = jax.tree.map(lambda x: x[None], state)
-    out = run_chance_search(
+    out, _ = chance_search_tree(
         game,
         uniform,
         None,
@@ -230,7 +230,7 @@ def test_run_search_sends_a_chance_game_to_the_chance_search():
     states = _positions(game, 4, 7)
     config = SearchConfig(algorithm="puct", num_simulations=8)
     args = (game, _linear_evaluator(game), None, states, jax.random.key(3), config)
-    for x, y in zip(run_search(*args), run_chance_search(*args), strict=True):
+    for x, y in zip(run_search(*args), chance_search_tree(*args)[0], strict=True):
         np.testing.assert_array_equal(x, y)
     with pytest.raises(ValueError, match=r"search.algorithm='gumbel' on pgx:backgammon: .*'puct'"):
         run_search(*args[:-1], SearchConfig(algorithm="gumbel"))

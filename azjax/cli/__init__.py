@@ -83,7 +83,10 @@ def run_command(
         leave(INTERRUPTED)
     finally:
         _signals = None
-    if signals.received is not None:
+    if signals.received is not None:  # its KeyboardInterrupt was swallowed (inside XLA's compile)
+        if status in (OK, None):
+            print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
+            status = INTERRUPTED
         leave(status)
     signals.restore(leaving=argv is None)
     return status

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import games
 from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import INTERRUPTED, bad_input, run_command
+from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command
 from azjax.cli.args import load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
 from games import IllegalMoveError
@@ -75,6 +75,7 @@ def run(
     def show_reply() -> None:
         for ply in session.reply():
             say(f"{session.opponent} ({player_name(game, ply.player)}) plays {ply.notation}")
+        check_interrupt()  # a Ctrl-C that XLA's compile swallowed while the agent thought
 
     say(
         f"{game.name}: you are {player_name(game, session.human)}, "
