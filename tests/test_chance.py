@@ -1,6 +1,6 @@
 """Chance in the game contract (games/core.py) and the search with chance nodes
-(azjax/chance_search.py): pgx's backgammon declares its roll, check_game checks it, and no
-search (self-play, agents) reads a roll to come."""
+(`chance_search_tree` in azjax/search.py): pgx's backgammon declares its roll, check_game
+checks it, and no search (self-play, agents) reads a roll to come."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ pytest.importorskip("pgx")
 
 import games
 from azjax import agents
-from azjax.chance_search import chance_search_tree
 from azjax.config import ConfigError, load_config
-from azjax.search import SearchConfig, run_search
+from azjax.search import SearchConfig, chance_search_tree, run_search
 from azjax.selfplay import SelfPlayConfig, make_rollout
 from games.testing import check_game
 from games.tictactoe import TicTacToe
