@@ -41,6 +41,12 @@ TINY = [  # tests/test_train.py's tiny run, for as many iterations as it is give
 ]
 
 
+def _as_at_a_terminal() -> None:
+    """Ctrl-C at its default, as a command started at a terminal has it: a suite started in
+    the background of a shell (`.ci/run &`) would pass an ignored SIGINT down to every child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Running:
     """A command started in a session (process group) of its own, its output read as it comes."""
 
@@ -53,6 +59,7 @@ class Running:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_as_at_a_terminal,
         )
         self.out, self.err = bytearray(), bytearray()
         self._readers = [
