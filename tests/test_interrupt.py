@@ -41,10 +41,13 @@ TINY = [  # tests/test_train.py's tiny run, for as many iterations as it is give
 ]
 
 
-def _as_at_a_terminal() -> None:
-    """Ctrl-C at its default, as a command started at a terminal has it: a suite started in
-    the background of a shell (`.ci/run &`) would pass an ignored SIGINT down to every child."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# Ctrl-C at its default, as a command started at a terminal has it (a suite started in the
+# background of a shell, `.ci/run &`, passes an ignored SIGINT down to every child), then the
+# command itself in the same process.
+AS_AT_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 class Running:
@@ -52,14 +55,13 @@ class Running:
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None, stdin=None):
         self.process = subprocess.Popen(
-            [sys.executable, *argv],
+            [sys.executable, "-c", AS_AT_A_TERMINAL, *argv],
             cwd=ROOT,
             env={**os.environ, **(env or {})},
             stdin=stdin if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_as_at_a_terminal,
         )
         self.out, self.err = bytearray(), bytearray()
         self._readers = [
