@@ -374,15 +374,9 @@ def chance_search_tree(
     root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
 
     logits, value = _evaluate(evaluate, params, states, root_key)
-    noise = jax.random.dirichlet(
-        noise_key, jnp.full(game.num_actions, config.dirichlet_alpha), (batch,)
-    )
-    noise = jnp.where(legal, noise, 0.0)
-    noise = noise / jnp.maximum(noise.sum(-1, keepdims=True), jnp.finfo(jnp.float32).tiny)
     fraction = jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None]
-    probs = (1 - fraction) * jax.nn.softmax(logits) + fraction * noise
     root = mctx.RootFnOutput(
-        prior_logits=mask_logits(jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny)), legal),
+        prior_logits=_dirichlet_logits(noise_key, logits, legal, config.dirichlet_alpha, fraction),
         value=value,
         embedding=states,
     )
