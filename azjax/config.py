@@ -232,11 +232,11 @@ def _drop_retired(key: str, value: Any) -> None:
     )
 
 
-def config_from_dict(data: Mapping[str, Any], cls: type = Config) -> Any:
-    """Build (and validate) a config dataclass from a nested dict; missing keys take defaults,
-    and retired keys (`RETIRED`) at their "off" value are dropped."""
+def config_from_dict(data: Mapping[str, Any], cls: type = Config, check: bool = True) -> Any:
+    """Build (and, with `check`, validate) a config dataclass from a nested dict; missing keys
+    take defaults, and retired keys (`RETIRED`) at their "off" value are dropped."""
     config = _build(cls, data, "")
-    if cls is Config:
+    if cls is Config and check:
         validate(config)
     return config
 
@@ -397,10 +397,13 @@ def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
     return data
 
 
-def load_config(path: str | pathlib.Path, overrides: Sequence[str] = ()) -> Config:
-    """Load a YAML config (following `base`), apply dotted overrides, validate."""
+def load_config(
+    path: str | pathlib.Path, overrides: Sequence[str] = (), check: bool = True
+) -> Config:
+    """Load a YAML config (following `base`), apply dotted overrides, validate (with `check`:
+    making the game, which for a pgx game imports pgx and so starts JAX's backends)."""
     data = apply_overrides(_read_yaml(pathlib.Path(path).resolve()), overrides)
-    return config_from_dict(data)
+    return config_from_dict(data, check=check)
 
 
 def dump_config(config: Config) -> str:

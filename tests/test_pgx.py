@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -20,8 +21,6 @@ pytest.importorskip("pgx")
 
 import games
 from azjax import agents, arena
-from azjax.config import load_config
-from azjax.train import train_and_evaluate
 from games.pgx_games import game_class
 from games.testing import check_game
 
@@ -174,11 +173,19 @@ def test_same_match_results():
 
 
 def test_train_two_iterations(tmp_path):
-    """configs/pgx_tic_tac_toe.yaml trains (tiny)."""
+    """configs/pgx_tic_tac_toe.yaml trains (tiny) through azjax-train on two CPU devices:
+    making a pgx game imports pgx, which starts JAX, so the devices are set before that."""
     overrides = [*TINY, "eval.final_num_games=4"]
-    config = load_config(ROOT / "configs" / "pgx_tic_tac_toe.yaml", overrides)
-    assert config.game.name == "pgx:tic_tac_toe"
-    final = train_and_evaluate(config, tmp_path, progress=False)
+    command = [sys.executable, "-m", "azjax.cli.train", "--quiet", "--cpu-devices", "2"]
+    command += ["--config", str(ROOT / "configs" / "pgx_tic_tac_toe.yaml")]
+    command += ["--workdir", str(tmp_path), *overrides]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "pgx:tic_tac_toe on 2 cpu device(s)" in result.stdout, result.stdout
+    final = {}  # the last value of each metric (the final evaluation has a line of its own)
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        final.update(json.loads(line))
     assert final["iteration"] == 2 and final["train/step"] == 8
     assert sum(final[f"eval/random/{r}"] for r in ("wins", "draws", "losses")) == 4
 

@@ -55,21 +55,22 @@ def _main(argv: list[str] | None) -> int:
     load_game_modules("azjax-train")
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
-    from azjax.config import ConfigError, load_config  # imports JAX: after --help
+    import jax  # after --help
+
+    from azjax import parallel  # the same
+    from azjax.config import ConfigError, load_config  # the same
 
     try:  # configuration errors stop the run before JAX touches a device
+        # the CPU devices are set from the unchecked sizes: checking makes the game, and making
+        # a pgx game imports pgx, which starts JAX's backends (one CPU device ever after)
+        sizes = load_config(args.config, args.overrides, check=False).split_sizes()
+        try:
+            parallel.use_cpu_cores(sizes, args.cpu_devices)
+        except ValueError as err:
+            return bad_input("azjax-train", f"--cpu-devices: {err}")
         config = load_config(args.config, args.overrides)
     except ConfigError as err:
         return bad_input("azjax-train", f"configuration error: {err}")
-
-    import jax  # after the config is checked: its errors come before JAX starts
-
-    from azjax import parallel  # the same
-
-    try:
-        parallel.use_cpu_cores(config.split_sizes(), args.cpu_devices)
-    except ValueError as err:
-        return bad_input("azjax-train", f"--cpu-devices: {err}")
     use_compilation_cache()
     parallel.initialize_distributed()
 
