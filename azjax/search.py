@@ -15,9 +15,9 @@ the search is exact (no learned model). Conventions, as mctx needs them:
   masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
 
-Games with chance (`game.has_chance`: dice) are searched with chance nodes instead
-(`chance_search_tree`; `search_tree` and `run_search` send them there): mctx's Stochastic
-MuZero tree with the real game as its model. A decision node expands into the game's
+Games with chance (`game.has_chance`: dice) are searched with chance nodes instead: PUCT
+over mctx's Stochastic MuZero tree (`stochastic_muzero_policy`) with the real game as its
+model. A decision node expands into the game's
 `afterstate` (the move played, the dice not yet rolled); an afterstate (a chance node) expands
 into `step_chance` of one outcome, chosen by mctx in proportion to the game's `chance_probs`,
 never by the State's own key, so the search cannot foresee the roll that `game.step` will draw.
@@ -117,15 +117,22 @@ def reward(state: State, child: State) -> Array:
     return child.rewards[state.current_player].astype(jnp.float32)
 
 
+def _evaluate(evaluate: Evaluator, params: Params, states: State, key: Array):
+    """Masked prior logits and values (0 at terminal states) of a batch of States."""
+    logits, value = evaluate(params, states, key)
+    value = jnp.where(states.terminated, 0.0, value).astype(jnp.float32)
+    return mask_logits(logits, states.legal_action_mask), value
+
+
 def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
-        logits, value = evaluate(params, children, key)
+        logits, value = _evaluate(evaluate, params, children, key)
         out = mctx.RecurrentFnOutput(
             reward=jax.vmap(reward)(states, children),
             discount=jax.vmap(discount)(states, children),
-            prior_logits=mask_logits(logits, children.legal_action_mask),
-            value=jnp.where(children.terminated, 0.0, value).astype(jnp.float32),
+            prior_logits=logits,
+            value=value,
         )
         return out, children
 
@@ -154,9 +161,10 @@ def search_tree(
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
     """`run_search`, also returning the mctx search tree (for analysis and tests)."""
-    if game.has_chance:
-        return chance_search_tree(
-            game, evaluate, params, states, key, config, num_simulations, explore, sample
+    if game.has_chance and config.algorithm != "puct":
+        raise ValueError(
+            f"search.algorithm={config.algorithm!r} on {game.name}: a game with chance is "
+            "searched with PUCT (mctx has no Gumbel search with chance nodes); set it to 'puct'"
         )
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
@@ -167,20 +175,14 @@ def search_tree(
     legal = states.legal_action_mask
     root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
 
-    logits, value = evaluate(params, states, root_key)
-    logits = mask_logits(logits, legal)
-    root = mctx.RootFnOutput(
-        prior_logits=logits,
-        value=jnp.where(states.terminated, 0.0, value).astype(jnp.float32),
-        embedding=states,
-    )
-    recurrent_fn = _recurrent_fn(game, evaluate)
+    logits, value = _evaluate(evaluate, params, states, root_key)
+    root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
     if config.algorithm == "gumbel":
         out = mctx.gumbel_muzero_policy(
             params,
             search_key,
             root,
-            recurrent_fn,
+            _recurrent_fn(game, evaluate),
             num_simulations=sims,
             invalid_actions=~legal,
             max_num_considered_actions=config.max_num_considered_actions,
@@ -195,27 +197,24 @@ def search_tree(
         most = visits == visits.max(-1, keepdims=True)
         greedy = jnp.argmax(jnp.where(most & legal, logits + q, -jnp.inf), axis=-1)
         action = jnp.where(sample, out.action, greedy)
-        policy = out.action_weights
     else:
-        root = root.replace(
-            prior_logits=_dirichlet_logits(
-                noise_key,
-                logits,
-                legal,
-                config.dirichlet_alpha,
-                jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None],
-            )
-        )
-        out = mctx.muzero_policy(
-            params,
-            search_key,
-            root,
-            recurrent_fn,
+        fraction = jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None]
+        noisy = _dirichlet_logits(noise_key, logits, legal, config.dirichlet_alpha, fraction)
+        common = dict(
             num_simulations=sims,
             invalid_actions=~legal,
             dirichlet_fraction=0.0,  # the noise above is restricted to legal actions
             pb_c_init=config.pb_c_init,
         )
+        root = root.replace(prior_logits=noisy)
+        if game.has_chance:
+            decision_fn, chance_fn = _decision_fn(game, evaluate), _chance_fn(game, evaluate)
+            out = mctx.stochastic_muzero_policy(
+                params, search_key, root, decision_fn, chance_fn, **common
+            )
+        else:
+            recurrent_fn = _recurrent_fn(game, evaluate)
+            out = mctx.muzero_policy(params, search_key, root, recurrent_fn, **common)
         visits = out.search_tree.summary().visit_counts.astype(jnp.float32)
         # Ties in visit counts go to the higher prior.
         greedy = jnp.argmax(
@@ -225,13 +224,12 @@ def search_tree(
             action_key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf)
         )
         action = jnp.where(sample, sampled, greedy)
-        policy = out.action_weights
     if config.sample_cutoff is not None:
         action = _cut(out.search_tree, action, greedy, config.sample_cutoff)
     live = legal.any(-1)
     output = SearchOutput(
         action=jnp.where(live, action, 0).astype(jnp.int32),
-        policy=jnp.where(live[:, None], policy, 0.0).astype(jnp.float32),
+        policy=jnp.where(live[:, None], out.action_weights, 0.0).astype(jnp.float32),
         root_value=jnp.where(live, out.search_tree.summary().value, 0.0).astype(jnp.float32),
     )
     return output, out.search_tree
@@ -271,7 +269,7 @@ def run_search(
     policy (softmax of prior logits + completed Q) or the PUCT visit distribution; both are 0
     on illegal actions. States without a legal action (finished games) get action 0, a zero
     policy and value 0; their search is wasted, so self-play never searches them. A game with
-    chance is searched with chance nodes (`chance_search_tree`, PUCT only).
+    chance is searched with chance nodes (PUCT only).
     """
     return search_tree(
         game, evaluate, params, states, key, config, num_simulations, explore, sample
@@ -289,22 +287,6 @@ class Afterstate:
     mover: Array  # int32
 
 
-def _outcome_value(child: State, mover: Array, value: Array) -> tuple[Array, Array, Array]:
-    """(reward, discount, backed-up value) of the chance edge into `child`, from `mover`'s
-    view; `value` is the evaluation of `child` from its own mover's view. Unbatched."""
-    reward = child.rewards[mover].astype(jnp.float32)
-    same = child.current_player == mover
-    discount = jnp.where(child.terminated, 0.0, jnp.where(same, 1.0, -1.0)).astype(jnp.float32)
-    return reward, discount, reward + discount * value
-
-
-def _evaluate(evaluate: Evaluator, params: Params, states: State, key: Array):
-    """Masked prior logits and values (0 at terminal states) of a batch of States."""
-    logits, value = evaluate(params, states, key)
-    value = jnp.where(states.terminated, 0.0, value).astype(jnp.float32)
-    return mask_logits(logits, states.legal_action_mask), value
-
-
 def _decision_fn(game: Game, evaluate: Evaluator):
     def decision_fn(params: Params, key: Array, action: Array, states: State):
         after = jax.vmap(game.afterstate)(states, action)
@@ -313,8 +295,8 @@ def _decision_fn(game: Game, evaluate: Evaluator):
         children = jax.vmap(lambda a: jax.vmap(game.step_chance, (None, 0))(a, outcomes))(after)
         flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), children)
         _, value = _evaluate(evaluate, params, flat, key)
-        movers = jnp.repeat(states.current_player, game.chance_outcomes)
-        _, _, backed = jax.vmap(_outcome_value)(flat, movers, value)
+        parents = jax.tree.map(lambda x: jnp.repeat(x, game.chance_outcomes, axis=0), states)
+        backed = jax.vmap(reward)(parents, flat) + jax.vmap(discount)(parents, flat) * value
         out = mctx.DecisionRecurrentFnOutput(
             chance_logits=jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny)),
             afterstate_value=(probs * backed.reshape(probs.shape)).sum(-1),
@@ -328,81 +310,14 @@ def _chance_fn(game: Game, evaluate: Evaluator):
     def chance_fn(params: Params, key: Array, outcome: Array, after: Afterstate):
         children = jax.vmap(game.step_chance)(after.state, outcome)
         logits, value = _evaluate(evaluate, params, children, key)
-        reward, discount, _ = jax.vmap(_outcome_value)(children, after.mover, value)
+        # the edge's parent as `reward` and `discount` read it: the player who moved
+        movers = after.state.replace(current_player=after.mover)
         out = mctx.ChanceRecurrentFnOutput(
-            action_logits=logits, value=value, reward=reward, discount=discount
+            action_logits=logits,
+            value=value,
+            reward=jax.vmap(reward)(movers, children),
+            discount=jax.vmap(discount)(movers, children),
         )
         return out, children
 
     return chance_fn
-
-
-def chance_search_tree(
-    game: Game,
-    evaluate: Evaluator,
-    params: Params,
-    states: State,
-    key: Array,
-    config: SearchConfig,
-    num_simulations: int | None = None,
-    explore: bool | Array = True,
-    sample: Array | None = None,
-) -> tuple[SearchOutput, mctx.Tree]:
-    """Search a batch of states [B] of a game with chance and pick a move for each; also
-    returns the mctx search tree (decision nodes' actions). `azjax.search.run_search` calls
-    it for every game with `has_chance`.
-
-    `config.algorithm` must be "puct". `num_simulations` overrides `config.num_simulations`
-    (static); `config`'s Dirichlet noise, `pb_c_init` and `sample_cutoff` apply. `explore`
-    (bool, or bool[B]) adds the root noise; `sample` (bool[B], default `explore`) samples the
-    move from the visits, else the most visited move is played. The policy target is the visit
-    distribution, 0 on illegal actions. States without a legal action get action 0, a zero
-    policy and value 0.
-    """
-    if config.algorithm != "puct":
-        raise ValueError(
-            f"search.algorithm={config.algorithm!r} on {game.name}: a game with chance is "
-            "searched with PUCT (mctx has no Gumbel search with chance nodes); set it to 'puct'"
-        )
-    batch = states.current_player.shape[0]
-    sims = config.num_simulations if num_simulations is None else int(num_simulations)
-    if sims < 1:
-        raise ValueError(f"num_simulations must be >= 1, got {sims}")
-    explore = jnp.broadcast_to(jnp.asarray(explore, jnp.bool_), (batch,))
-    sample = explore if sample is None else jnp.broadcast_to(jnp.asarray(sample), (batch,))
-    legal = states.legal_action_mask
-    root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
-
-    logits, value = _evaluate(evaluate, params, states, root_key)
-    fraction = jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None]
-    root = mctx.RootFnOutput(
-        prior_logits=_dirichlet_logits(noise_key, logits, legal, config.dirichlet_alpha, fraction),
-        value=value,
-        embedding=states,
-    )
-    out = mctx.stochastic_muzero_policy(
-        params,
-        search_key,
-        root,
-        _decision_fn(game, evaluate),
-        _chance_fn(game, evaluate),
-        num_simulations=sims,
-        invalid_actions=~legal,
-        dirichlet_fraction=0.0,  # the noise above is restricted to legal actions
-        pb_c_init=config.pb_c_init,
-    )
-    summary = out.search_tree.summary()
-    visits = summary.visit_counts.astype(jnp.float32)
-    # Ties in visit counts go to the higher prior.
-    greedy = jnp.argmax(jnp.where(legal, visits + 0.5 * jax.nn.softmax(logits), -jnp.inf), -1)
-    sampled = jax.random.categorical(action_key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf))
-    action = jnp.where(sample, sampled, greedy)
-    if config.sample_cutoff is not None:
-        action = _cut(out.search_tree, action, greedy, config.sample_cutoff)
-    live = legal.any(-1)
-    output = SearchOutput(
-        action=jnp.where(live, action, 0).astype(jnp.int32),
-        policy=jnp.where(live[:, None], out.action_weights, 0.0).astype(jnp.float32),
-        root_value=jnp.where(live, summary.value, 0.0).astype(jnp.float32),
-    )
-    return output, out.search_tree
