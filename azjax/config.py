@@ -318,13 +318,7 @@ def validate(config: Config) -> None:
 
 
 def _validate_chance(config: Config, name: str) -> None:
-    """A game with chance: PUCT search (mctx has no Gumbel search with chance nodes) and no
-    alpha-beta opponent (it would read the dice to come)."""
-    if config.search.algorithm != "puct":
-        raise ConfigError(
-            f"search.algorithm={config.search.algorithm!r}: {name} has chance (dice) and is "
-            "searched with chance nodes, which mctx offers for PUCT only; set it to 'puct'"
-        )
+    """A game with chance: no alpha-beta opponent (it would read the dice to come)."""
     for i, spec in enumerate(config.eval.opponents):
         if parse_spec(spec).kind == "alphabeta":
             raise ConfigError(

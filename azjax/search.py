@@ -15,9 +15,10 @@ the search is exact (no learned model). Conventions, as mctx needs them:
   masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
 
-Games with chance (`game.has_chance`: dice) are searched with chance nodes instead: PUCT
-over mctx's Stochastic MuZero tree (`stochastic_muzero_policy`) with the real game as its
-model. A decision node expands into the game's
+Games with chance (`game.has_chance`: dice) are searched with chance nodes instead, over
+mctx's Stochastic MuZero tree with the real game as its model: PUCT through
+`stochastic_muzero_policy`, Gumbel through `_gumbel_chance_policy` (the same tree with Gumbel
+MuZero's selection). A decision node expands into the game's
 `afterstate` (the move played, the dice not yet rolled); an afterstate (a chance node) expands
 into `step_chance` of one outcome, chosen by mctx in proportion to the game's `chance_probs`,
 never by the State's own key, so the search cannot foresee the roll that `game.step` will draw.
@@ -29,9 +30,7 @@ Its conventions add to those above:
   0 into a terminal state, +1 when the mover moves again, -1 when the other player moves;
 - an afterstate's value is the expectation over its outcomes of `reward + discount * value`,
   every outcome's State evaluated (`chance_outcomes` evaluations per expanded node);
-- moves are PUCT's (mctx has no Gumbel variant of this tree, so a Gumbel config is refused):
-  Dirichlet noise over the legal moves at the root when exploring, then a move sampled in
-  proportion to the visits, or the most visited move (ties to the higher prior).
+- moves and policy targets are chosen as on a deterministic game, by the config's algorithm.
 
 The evaluator decides what a leaf is worth: `network_evaluator` uses the policy/value net; the
 arena builds pure MCTS on the same `run_search` with random rollouts as its evaluator.
@@ -40,6 +39,7 @@ arena builds pure MCTS on the same `run_search` with random rollouts as its eval
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -47,6 +47,11 @@ import jax
 import jax.numpy as jnp
 import mctx
 from flax import struct
+
+# mctx's Stochastic MuZero tree comes with PUCT's selection only; the Gumbel search with chance
+# nodes (`_gumbel_chance_policy`) assembles mctx's own pieces, which it keeps in _src.
+from mctx._src import action_selection, base, policies, qtransforms, seq_halving
+from mctx._src import search as tree_search
 
 from azjax.validation import check_fields
 from games.core import Game, State, discount
@@ -161,11 +166,6 @@ def search_tree(
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
     """`run_search`, also returning the mctx search tree (for analysis and tests)."""
-    if game.has_chance and config.algorithm != "puct":
-        raise ValueError(
-            f"search.algorithm={config.algorithm!r} on {game.name}: a game with chance is "
-            "searched with PUCT (mctx has no Gumbel search with chance nodes); set it to 'puct'"
-        )
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:
@@ -178,16 +178,18 @@ def search_tree(
     logits, value = _evaluate(evaluate, params, states, root_key)
     root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
     if config.algorithm == "gumbel":
-        out = mctx.gumbel_muzero_policy(
-            params,
-            search_key,
-            root,
-            _recurrent_fn(game, evaluate),
+        gumbel = dict(
             num_simulations=sims,
             invalid_actions=~legal,
             max_num_considered_actions=config.max_num_considered_actions,
             gumbel_scale=jnp.where(explore, config.gumbel_scale, 0.0)[:, None],
         )
+        if game.has_chance:
+            decision_fn, chance_fn = _decision_fn(game, evaluate), _chance_fn(game, evaluate)
+            out = _gumbel_chance_policy(params, search_key, root, decision_fn, chance_fn, **gumbel)
+        else:
+            recurrent_fn = _recurrent_fn(game, evaluate)
+            out = mctx.gumbel_muzero_policy(params, search_key, root, recurrent_fn, **gumbel)
         # Sampled moves are sequential halving's pick under the Gumbel noise (a Gumbel-max
         # sample); greedy moves drop the noise from the final score.
         visits = out.search_tree.summary().visit_counts
@@ -269,7 +271,7 @@ def run_search(
     policy (softmax of prior logits + completed Q) or the PUCT visit distribution; both are 0
     on illegal actions. States without a legal action (finished games) get action 0, a zero
     policy and value 0; their search is wasted, so self-play never searches them. A game with
-    chance is searched with chance nodes (PUCT only).
+    chance is searched with chance nodes.
     """
     return search_tree(
         game, evaluate, params, states, key, config, num_simulations, explore, sample
@@ -321,3 +323,84 @@ def _chance_fn(game: Game, evaluate: Evaluator):
         return out, children
 
     return chance_fn
+
+
+def _gumbel_chance_policy(
+    params: Params,
+    key: Array,
+    root: mctx.RootFnOutput,
+    decision_fn: mctx.DecisionRecurrentFn,
+    chance_fn: mctx.ChanceRecurrentFn,
+    num_simulations: int,
+    invalid_actions: Array,
+    max_num_considered_actions: int,
+    gumbel_scale: Array,
+) -> mctx.PolicyOutput:
+    """Gumbel MuZero's search over mctx's Stochastic MuZero tree: `mctx.gumbel_muzero_policy`
+    with `mctx.stochastic_muzero_policy`'s chance nodes (the rolls visited in proportion to
+    their probabilities). The root runs sequential halving over Gumbel-sampled moves, interior
+    decision nodes Gumbel's deterministic selection; the move and the policy target (softmax of
+    prior logits + completed Q) are Gumbel MuZero's. PUCT with few simulations visits a move or
+    two of a dice position's many; sequential halving visits the sampled ones in turn."""
+    num_actions = root.prior_logits.shape[-1]
+    gumbel_key, search_key = jax.random.split(key)
+    gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape)
+    batch = root.prior_logits.shape[0]
+    dummy = jax.eval_shape(
+        decision_fn, params, search_key, jnp.zeros(batch, jnp.int32), root.embedding
+    )
+    afterstate = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), dummy[1])
+    num_outcomes = dummy[0].chance_logits.shape[-1]
+    tree_root = root.replace(
+        prior_logits=jnp.concatenate(
+            [root.prior_logits, jnp.full((batch, num_outcomes), -jnp.inf)], axis=-1
+        ),
+        embedding=base.StochasticRecurrentState(
+            state_embedding=root.embedding,
+            afterstate_embedding=afterstate,
+            is_decision_node=jnp.ones(batch, jnp.bool_),
+        ),
+    )
+    qtransform = qtransforms.qtransform_completed_by_mix_value
+
+    def root_decision(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
+        del depth
+        return action_selection.gumbel_muzero_root_action_selection(
+            key,
+            tree,
+            node,
+            num_simulations=num_simulations,
+            max_num_considered_actions=max_num_considered_actions,
+            qtransform=qtransform,
+        )
+
+    interior_decision = functools.partial(
+        action_selection.gumbel_muzero_interior_action_selection, qtransform=qtransform
+    )
+    select_root = policies._make_stochastic_action_selection_fn(root_decision, num_actions)
+    tree = tree_search.search(
+        params=params,
+        rng_key=search_key,
+        root=tree_root,
+        recurrent_fn=policies._make_stochastic_recurrent_fn(
+            decision_fn, chance_fn, num_actions, num_outcomes
+        ),
+        root_action_selection_fn=functools.partial(select_root, depth=0),
+        interior_action_selection_fn=policies._make_stochastic_action_selection_fn(
+            interior_decision, num_actions
+        ),
+        num_simulations=num_simulations,
+        invalid_actions=invalid_actions,
+        extra_data=action_selection.GumbelMuZeroExtraData(root_gumbel=gumbel),
+    )
+    tree = policies._mask_tree(tree, num_actions, "decision")
+    visits = tree.summary().visit_counts
+    completed = jax.vmap(qtransform, in_axes=(0, None))(tree, tree.ROOT_INDEX)
+    considered = jnp.max(visits, axis=-1, keepdims=True)
+    score = seq_halving.score_considered(considered, gumbel, root.prior_logits, completed, visits)
+    logits = jnp.where(invalid_actions, -jnp.inf, root.prior_logits + completed)
+    return mctx.PolicyOutput(
+        action=action_selection.masked_argmax(score, invalid_actions),
+        action_weights=jax.nn.softmax(logits),
+        search_tree=tree,
+    )
