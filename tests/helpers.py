@@ -10,6 +10,30 @@ import numpy as np
 
 from games.core import Game
 
+# A training run small enough for the shared CPU, as overrides for any config (later ones win):
+# every iteration plays 8 whole games of Tic-Tac-Toe and trains.
+TINY = [
+    "network.blocks=0",
+    "network.channels=8",
+    "search.num_simulations=4",
+    "search.max_num_considered_actions=4",
+    "selfplay.batch_size=8",
+    "selfplay.chunk_moves=9",
+    "selfplay.full_search_prob=1.0",
+    "replay.capacity=512",
+    "replay.min_size=16",
+    "train.batch_size=32",
+    "train.steps_per_iteration=4",
+    "train.iterations=2",
+    "optim.learning_rate=0.01",
+    "optim.warmup_steps=0",
+    "eval.every=0",
+    "eval.num_games=4",
+    "eval.final_num_games=0",
+    "eval.opponents=[random]",
+    "checkpoint.every=1",
+]
+
 
 def random_legal_action(key: jax.Array, mask: jax.Array) -> jax.Array:
     """A uniformly random legal action (0 when none is legal)."""

@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_train import TICTACTOE, TINY
+from helpers import TINY
+from test_train import TICTACTOE
 
 from azjax import agents
 from azjax.checkpoint import Checkpointer, CheckpointError, list_steps, load_for_inference

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_train import TICTACTOE, TINY, assert_trees_equal
+from helpers import TINY
+from test_train import TICTACTOE, assert_trees_equal
 
 from azjax.config import ConfigError, load_config
 from azjax.train import train_and_evaluate

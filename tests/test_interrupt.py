@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 
+import helpers
 from helpers import write_tiny_run
 
 from azjax.checkpoint import list_steps
@@ -22,23 +23,7 @@ from azjax.cli import INTERRUPTED
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
-TINY = [  # tests/test_train.py's tiny run, for as many iterations as it is given
-    "network.blocks=0",
-    "network.channels=8",
-    "search.num_simulations=4",
-    "search.max_num_considered_actions=4",
-    "selfplay.batch_size=8",
-    "selfplay.chunk_moves=9",
-    "replay.capacity=512",
-    "replay.min_size=16",
-    "train.batch_size=32",
-    "train.steps_per_iteration=4",
-    "train.iterations=1000",
-    "eval.every=0",
-    "eval.final_num_games=0",
-    "eval.opponents=[random]",
-    "checkpoint.every=1",
-]
+TINY = [*helpers.TINY, "train.iterations=1000"]  # as many iterations as it is given
 
 
 # Ctrl-C at its default, as a command started at a terminal has it (a suite started in the

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from test_train import ROOT, TICTACTOE, TINY
+from helpers import TINY
+from test_train import ROOT, TICTACTOE
 
 from azjax import parallel
 

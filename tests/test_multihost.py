@@ -21,7 +21,8 @@ import time
 import jax
 import numpy as np
 import pytest
-from test_train import ROOT, TICTACTOE, TINY
+from helpers import TINY
+from test_train import ROOT, TICTACTOE
 
 from azjax import parallel
 from azjax.checkpoint import list_steps, load_for_inference

@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 
+import helpers
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,25 +106,7 @@ class ConnectThree(Game):
 games.register("connect3", ConnectThree)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TINY = [  # tests/test_train.py's tiny run
-    "game.name=connect3",
-    "network.blocks=0",
-    "network.channels=8",
-    "search.num_simulations=4",
-    "search.max_num_considered_actions=4",
-    "selfplay.batch_size=8",
-    "selfplay.chunk_moves=16",
-    "selfplay.full_search_prob=1.0",
-    "replay.capacity=512",
-    "replay.min_size=16",
-    "train.batch_size=32",
-    "train.steps_per_iteration=4",
-    "train.iterations=2",
-    "eval.every=0",
-    "eval.opponents=[random]",
-    "eval.final_num_games=0",
-    "checkpoint.every=1",
-]
+TINY = [*helpers.TINY, "game.name=connect3", "selfplay.chunk_moves=16"]
 
 
 def test_rules():

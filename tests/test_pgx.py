@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_train import ROOT, TINY
+from helpers import TINY
+from test_train import ROOT
 
 pytest.importorskip("pgx")
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from helpers import TINY
 
 from azjax import arena
 from azjax.checkpoint import Checkpointer, list_steps, load_for_inference, read_config
@@ -25,28 +26,6 @@ from azjax.trainer import evaluate, make_trainer, restore
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
-# A run small enough for the shared CPU: every iteration plays 8 whole games and trains.
-TINY = [
-    "network.blocks=0",
-    "network.channels=8",
-    "search.num_simulations=4",
-    "search.max_num_considered_actions=4",
-    "selfplay.batch_size=8",
-    "selfplay.chunk_moves=9",
-    "selfplay.full_search_prob=1.0",
-    "replay.capacity=512",
-    "replay.min_size=16",
-    "train.batch_size=32",
-    "train.steps_per_iteration=4",
-    "train.iterations=2",
-    "optim.learning_rate=0.01",
-    "optim.warmup_steps=0",
-    "eval.every=0",
-    "eval.num_games=4",
-    "eval.final_num_games=0",
-    "eval.opponents=[random]",
-    "checkpoint.every=1",
-]
 
 pytestmark = pytest.mark.xdist_group("train")
 
