@@ -358,24 +358,27 @@ def plot(report: dict[str, Any], path: str) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
     configs = list(dict.fromkeys(r["config"] for r in runs))
     for ax, (title, keys) in zip(axes[0], panels.items(), strict=True):
-        for (c, config), key in itertools.product(enumerate(configs), keys):
+        grouped = len(keys) > 1  # a Pons panel: a curve per group, a line style per config
+        for (c, config), (k, key) in itertools.product(enumerate(configs), enumerate(keys)):
             mine = [r["points"] for r in runs if r["config"] == config]
             n = min(len(p) for p in mine)
             x = np.mean([[p[i][x_key] for i in range(n)] for p in mine], axis=0)
             y = np.array([[p[i][key] for i in range(n)] for p in mine])
             label = pathlib.Path(config).stem
-            if len(keys) > 1:  # a Pons panel: one curve per group
-                label = key.split(f"{MISTAKES} ")[1] + (f" ({label})" if len(configs) > 1 else "")
-            style = ("-", "--", ":", "-.")[c % 4] if len(keys) > 1 else "-"
-            (line,) = ax.plot(x, y.mean(0), style, marker="o", ms=3, label=label)
+            style: dict[str, Any] = {}
+            if grouped:
+                group = key.split(f"{MISTAKES} ")[1]
+                label = f"{group} ({label})" if len(configs) > 1 else group
+                style = {"color": f"C{k}", "ls": ("-", "--", ":", "-.")[c % 4]}
+            (line,) = ax.plot(x, y.mean(0), marker="o", ms=3, label=label, **style)
             if len(mine) > 1:
                 ax.fill_between(x, y.min(0), y.max(0), color=line.get_color(), alpha=0.2)
         ax.set_title(title)
         ax.set_xlabel("training minutes" if x_key == "minutes" else "self-play positions")
         ax.set_ylabel("share of positions" if "score" not in title else "score (win=1, draw=0.5)")
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, None if grouped else 1)  # mistake rates are small: their own scale
         ax.grid(alpha=0.3)
-        if len(keys) > 1:
+        if grouped:
             ax.legend(fontsize=7)
     axes[0][0].legend(fontsize=8)
     machine = report["machine"]
