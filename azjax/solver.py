@@ -22,6 +22,9 @@ accuracy that an agent keeping every result but blind to the scores beyond their
 expect (`result_blind`): a net trained on bare results is such an agent, so this is the part of
 best move that only targets aware of the scores can reach.
 
+Connect4 also has Pascal Pons' six test groups of positions, scored by mistake rate
+(azjax.pons).
+
 Neither metric needs a solver: the labels are read from the shipped files.
 """
 
@@ -93,6 +96,7 @@ class RefereeSet:
     file: str  # under azjax/data
     script: str  # regenerates the file
     phases: tuple[tuple[str, int, int], ...]  # (name, first ply, last ply)
+    groups_file: str | None = None  # under azjax/data: Pons' test groups (azjax.pons), if any
 
     @property
     def game(self) -> Game:
@@ -185,6 +189,7 @@ CONNECT4 = RefereeSet(
     file="connect4_positions.json",
     script="scripts/make_connect4_positions.py",
     phases=(("opening", 0, 11), ("middle", 12, 23), ("late", 24, 42)),
+    groups_file="connect4_pons.json",
 )
 DOTS_AND_BOXES = RefereeSet(
     label="Dots and Boxes 3x3",
@@ -327,21 +332,20 @@ def _moves_fn(fn):
     return jax.jit(jax.vmap(fn, (None, 0, 0)))
 
 
-def accuracy(
+def agent_moves(
     game: Game,
     agent: Agent,
     key: jax.Array,
-    positions: Sequence[Position] | None = None,
+    positions: Sequence[Position],
     batch_size: int | None = None,
     progress: Callable[[int], Any] | None = None,
-) -> Accuracy:
-    """Perfect-play accuracy of `agent` on `positions` (default: the game's shipped set).
+) -> np.ndarray:
+    """The move `agent` chooses in each of `positions`.
 
     The agent moves in `batch_size` positions at a time (default: all at once; the last batch
     is padded, so one compilation serves all), each with its own key whatever the batches;
-    `progress(n)` is called after each batch with the number of positions it scored.
+    `progress(n)` is called after each batch with the number of positions it moved in.
     """
-    positions = list(referee_for(game).load() if positions is None else positions)
     count = len(positions)
     if count == 0:
         raise ValueError("no positions to score")
@@ -358,4 +362,18 @@ def accuracy(
         moves.append(np.asarray(moves_fn(agent.params, *batch))[: count - start])
         if progress is not None:
             progress(len(moves[-1]))
-    return score_moves(positions, np.concatenate(moves))
+    return np.concatenate(moves)
+
+
+def accuracy(
+    game: Game,
+    agent: Agent,
+    key: jax.Array,
+    positions: Sequence[Position] | None = None,
+    batch_size: int | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> Accuracy:
+    """Perfect-play accuracy of `agent` on `positions` (default: the game's shipped set);
+    batches and `progress` as in `agent_moves`."""
+    positions = list(referee_for(game).load() if positions is None else positions)
+    return score_moves(positions, agent_moves(game, agent, key, positions, batch_size, progress))

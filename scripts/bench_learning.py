@@ -14,6 +14,8 @@ measured:
 - games with a perfect-play position set (Connect4, Dots and Boxes 3x3; `azjax.solver`): the
   share of positions where the net with search (the config's evaluation simulations) and the raw
   policy pick a best move, and keep the game-theoretic result;
+- Connect4 with `--pons`: besides, both agents' mistake rates in Pascal Pons' six test groups
+  (`azjax.pons`), drawn as six curves per agent;
 - every other game: arena scores of net + search against the config's `eval.opponents`.
 
 `--runs WORKDIR ...` measures the checkpoints of runs trained before (`azjax-train`) instead:
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import pathlib
 import time
 from collections.abc import Iterator
@@ -37,7 +40,7 @@ import jax
 import numpy as np
 from benchlib import device_description, write_report
 
-from azjax import agents, arena, parallel, solver
+from azjax import agents, arena, parallel, pons, solver
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.config import (
     Config,
@@ -49,6 +52,8 @@ from azjax.config import (
 from azjax.metrics import read_metrics
 from azjax.network import make_network
 from azjax.trainer import gate, make_trainer
+
+MISTAKES = "mistakes"  # a point's Pons keys: "<agent>/mistakes <group>"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -73,6 +78,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "`scripts/make_connect4_positions.py --count 3000`, narrows each figure's interval)",
     )
     p.add_argument(
+        "--pons",
+        nargs="?",
+        const=str(pons.PATH),
+        metavar="FILE",
+        help="Connect4: also the mistake rates in Pascal Pons' six test groups (default: the "
+        "shipped groups; FILE: another set of them)",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -93,6 +106,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.minutes = 20.0
     if args.solver_set is not None and not pathlib.Path(args.solver_set).is_file():
         p.error(f"--solver-set {args.solver_set}: no such file")
+    if args.pons is not None and not pathlib.Path(args.pons).is_file():
+        p.error(f"--pons {args.pons}: no such file")
     for name in ("minutes", "every", "positions", "every_positions"):
         value = getattr(args, name)
         if value is not None and not value > 0:
@@ -115,9 +130,11 @@ class Referee:
     config: Config
     games: int
     solver_set: str | None = None  # a position file; None: the game's shipped set
+    pons_set: str | None = None  # a file of Pons' test groups; None: no mistake rates
 
     def __post_init__(self) -> None:
         self.game = self.config.game.make()
+        self.groups: dict[str, tuple[solver.Position, ...]] = {}
         try:
             self.positions = solver.referee_for(self.game).load(self.solver_set)
         except ValueError as err:
@@ -125,6 +142,13 @@ class Referee:
                 raise SystemExit(f"bench.py learning: --solver-set: {err}") from None
             self.positions = None
             self.opponents = [agents.make(s, self.game) for s in self.config.eval.opponents]
+        if self.pons_set is not None:
+            if self.positions is None or solver.referee_for(self.game).groups_file is None:
+                raise SystemExit(f"bench.py learning: --pons: no Pons groups for {self.game.name}")
+            try:
+                self.groups = pons.load(self.pons_set)
+            except ValueError as err:
+                raise SystemExit(f"bench.py learning: --pons: {err}") from None
 
     def __call__(self, network: Any, params: Any, key: jax.Array) -> dict[str, float]:
         player = agents.search_agent(self.game, network, params, self.config.playing_search())
@@ -135,6 +159,11 @@ class Referee:
                 acc = solver.accuracy(self.game, agent, key, self.positions)
                 out[f"{name}/best_move"] = acc.best_move
                 out[f"{name}/keeps_result"] = acc.keeps_result
+                if self.groups:
+                    rates = pons.mistake_rates(
+                        self.game, agent, jax.random.fold_in(key, 1), self.groups
+                    )
+                    out |= {f"{name}/{MISTAKES} {g}": rates.rate(g) for g in rates.counts}
             return out
         out = {}
         for i, (spec, opponent) in enumerate(
@@ -154,7 +183,7 @@ class Referee:
 
 def runs(path: str, config: Config, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Train `config` (read from `path`) once per seed (one compilation), each for the budget."""
-    referee = Referee(config, args.games, args.solver_set)
+    referee = Referee(config, args.games, args.solver_set, args.pons)
     trainer = make_trainer(config)
     start = time.perf_counter()
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()
@@ -254,7 +283,7 @@ def measured(workdir: str, args: argparse.Namespace) -> dict[str, Any]:
     records = read_metrics(metrics)
     saved, _ = load_for_inference(workdir, steps[-1])
     config = config_from_dict(apply_overrides(config_to_dict(saved), args.set))
-    referee = Referee(config, args.games, args.solver_set)
+    referee = Referee(config, args.games, args.solver_set, args.pons)
     network = make_network(referee.game, config.network)
     eval_key = jax.random.key(config.train.seed + 1)
     points = []
@@ -303,6 +332,19 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _panels(keys: list[str]) -> dict[str, list[str]]:
+    """The plot's panels, title -> the keys drawn in it: one per score, except an agent's Pons
+    mistake rates, which share one panel (a curve per group)."""
+    panels: dict[str, list[str]] = {}
+    for key in keys:
+        agent, name = key.split("/", 1)
+        if name.startswith(f"{MISTAKES} "):
+            panels.setdefault(f"{agent}: Pons mistake rate", []).append(key)
+        else:
+            panels[key.replace("/", ": ").replace("_", " ")] = [key]
+    return panels
+
+
 def plot(report: dict[str, Any], path: str) -> None:
     """Curves of every score against training minutes (or positions): seed mean, min-max band."""
     import matplotlib
@@ -312,22 +354,32 @@ def plot(report: dict[str, Any], path: str) -> None:
 
     runs = report["runs"]
     x_key = "positions" if report["budget"].get("positions") else "minutes"
-    keys = [k for k in runs[0]["points"][0] if "/" in k]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
-        for config in dict.fromkeys(r["config"] for r in runs):
+    panels = _panels([k for k in runs[0]["points"][0] if "/" in k])
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    configs = list(dict.fromkeys(r["config"] for r in runs))
+    for ax, (title, keys) in zip(axes[0], panels.items(), strict=True):
+        grouped = len(keys) > 1  # a Pons panel: a curve per group, a line style per config
+        for (c, config), (k, key) in itertools.product(enumerate(configs), enumerate(keys)):
             mine = [r["points"] for r in runs if r["config"] == config]
             n = min(len(p) for p in mine)
             x = np.mean([[p[i][x_key] for i in range(n)] for p in mine], axis=0)
             y = np.array([[p[i][key] for i in range(n)] for p in mine])
-            (line,) = ax.plot(x, y.mean(0), marker="o", label=pathlib.Path(config).stem)
+            label = pathlib.Path(config).stem
+            style: dict[str, Any] = {}
+            if grouped:
+                group = key.split(f"{MISTAKES} ")[1]
+                label = f"{group} ({label})" if len(configs) > 1 else group
+                style = {"color": f"C{k}", "ls": ("-", "--", ":", "-.")[c % 4]}
+            (line,) = ax.plot(x, y.mean(0), marker="o", ms=3, label=label, **style)
             if len(mine) > 1:
                 ax.fill_between(x, y.min(0), y.max(0), color=line.get_color(), alpha=0.2)
-        ax.set_title(key.replace("/", ": ").replace("_", " "))
+        ax.set_title(title)
         ax.set_xlabel("training minutes" if x_key == "minutes" else "self-play positions")
-        ax.set_ylabel("share of positions" if "score" not in key else "score (win=1, draw=0.5)")
-        ax.set_ylim(0, 1)
+        ax.set_ylabel("share of positions" if "score" not in title else "score (win=1, draw=0.5)")
+        ax.set_ylim(0, None if grouped else 1)  # mistake rates are small: their own scale
         ax.grid(alpha=0.3)
+        if grouped:
+            ax.legend(fontsize=7)
     axes[0][0].legend(fontsize=8)
     machine = report["machine"]
     cores = machine["cpu_count"]
@@ -374,6 +426,7 @@ def main(argv: list[str]) -> None:
             "seeds": args.seeds,
             "overrides": args.set,
             "solver_set": args.solver_set,
+            "pons": args.pons,
             "runs": results,
             "summary": summary(results),
         }

@@ -1,4 +1,5 @@
-"""Test helpers shared by the game tests: random trajectories, perft, OpenSpiel replay."""
+"""Test helpers shared by the game tests: random trajectories, perft, OpenSpiel replay, an agent
+that looks its moves up."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from azjax.agents import Agent
+from azjax.solver import replay
 from games.core import Game
 
 # A training run small enough for the shared CPU, as overrides for any config (later ones win):
@@ -162,3 +165,23 @@ def write_tiny_run(workdir, steps=(1, 2), game: str = "tictactoe") -> None:
         params = init_params(network, game, jax.random.key(step))
         saver.save(step, params, {"step": jnp.int32(step)}, config)
     saver.close()
+
+
+@functools.cache
+def _oracle_fn(game, table_obs: bytes, shape: tuple, picks: tuple):
+    table = jnp.asarray(np.frombuffer(table_obs, np.float32).reshape(shape))
+    picks = jnp.asarray(picks, jnp.int32)
+
+    def fn(params, state, key):
+        del params, key
+        same = jnp.all(table == game.observe(state), axis=(1, 2, 3))
+        return picks[jnp.argmax(same)]
+
+    return fn
+
+
+def lookup_agent(game, positions, choose) -> Agent:
+    """An agent that recognises each position of the set and plays `choose(position)`."""
+    obs = np.asarray(jax.vmap(game.observe)(replay(game, positions)), np.float32)
+    picks = tuple(choose(p) for p in positions)
+    return Agent(fn=_oracle_fn(game, obs.tobytes(), obs.shape, picks), name="lookup")

@@ -271,6 +271,7 @@ def test_cli_refuses_bad_input_clearly(capsys):
 def test_cli_round_robin_and_solver_write_json(tmp_path):
     import json
 
+    from azjax import pons
     from azjax.cli.evaluate import main
 
     out = tmp_path / "rr.json"
@@ -285,8 +286,12 @@ def test_cli_round_robin_and_solver_write_json(tmp_path):
     assert main(["--solver", "greedy", "--json", str(out)]) == 0
     acc = json.loads(out.read_text())["accuracy"]
     assert acc["positions"] >= 200 and 0 < acc["best_move"] <= acc["keeps_result"] <= 1
+    rates = json.loads(out.read_text())["pons"]  # Connect4: Pons' six groups besides
+    assert tuple(rates) == pons.GROUPS
+    assert all(0 < r["mistake_rate"] < 1 and r["positions"] >= 200 for r in rates.values())
     assert main(["--solver", "greedy", "--batch", "64", "--quiet", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["accuracy"] == acc  # in batches, the same moves
+    assert json.loads(out.read_text())["pons"] == rates
 
 
 def test_cli_writes_its_json_before_printing(tmp_path, monkeypatch):

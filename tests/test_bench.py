@@ -184,7 +184,7 @@ def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
 
 
 def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path):
-    from azjax import solver
+    from azjax import pons, solver
 
     workdir, out, subset = tmp_path / "run", tmp_path / "runs.json", tmp_path / "seven.json"
     write_tiny_run(workdir, steps=(2,), game="connect4")
@@ -192,17 +192,27 @@ def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path):
     (workdir / "metrics.jsonl").write_text(json.dumps(record) + "\n")
     data = json.loads(solver.CONNECT4.path.read_text())
     solver.CONNECT4.write({**data, "positions": data["positions"][100:107]}, subset)
+    pons_set = tmp_path / "pons.json"  # Pons' groups, three positions each
+    groups = json.loads(pons.PATH.read_text())["groups"]
+    pons_set.write_text(json.dumps({"groups": {g: ps[:3] for g, ps in groups.items()}}))
     args = ["--runs", str(workdir), "--out", str(out)]
-    result = bench("learning", *args, "--solver-set", str(subset))
+    result = bench("learning", *args, "--solver-set", str(subset), "--pons", str(pons_set))
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     (point,) = report["runs"][0]["points"]
-    assert report["solver_set"] == str(subset)
+    assert report["solver_set"] == str(subset) and report["pons"] == str(pons_set)
     shares = ("best_move", "keeps_result")
     scores = [point[f"{who}/{share}"] for who in ("search", "policy") for share in shares]
     # Shares of 7 positions: of the shipped 300, only 0 and 1 are also multiples of 1/7.
     assert all(abs(7 * s - round(7 * s)) < 1e-6 for s in scores), scores
     assert any(0 < s < 1 for s in scores), scores
+    rates = [point[f"{who}/mistakes {g}"] for who in ("search", "policy") for g in pons.GROUPS]
+    assert all(abs(3 * r - round(3 * r)) < 1e-6 for r in rates), rates  # shares of 3 positions
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    refused = bench("learning", *args, "--pons", str(tmp_path / "nope.json"))
+    assert (
+        refused.returncode != 0 and "--pons" in refused.stderr and "no such file" in refused.stderr
+    )
     refused = bench("learning", *args, "--solver-set", str(tmp_path / "nope.json"))
     assert refused.returncode != 0 and "nope.json: no such file" in refused.stderr
     tictactoe = tmp_path / "ttt"

@@ -3,17 +3,16 @@ against independent facts (published opening values, immediate wins, a plain-Pyt
 
 from __future__ import annotations
 
-import functools
 import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import lookup_agent
 
 import games
 from azjax import agents, solver
-from azjax.agents import Agent
 from azjax.solver import Position
 
 ROWS, COLS = 6, 7
@@ -163,29 +162,9 @@ def test_late_labels_match_a_plain_python_solver(positions):
 # ----------------------------------------------------------------------------- agents
 
 
-@functools.cache
-def _oracle_fn(game, table_obs: bytes, shape: tuple, picks: tuple):
-    table = jnp.asarray(np.frombuffer(table_obs, np.float32).reshape(shape))
-    picks = jnp.asarray(picks, jnp.int32)
-
-    def fn(params, state, key):
-        del params, key
-        same = jnp.all(table == game.observe(state), axis=(1, 2, 3))
-        return picks[jnp.argmax(same)]
-
-    return fn
-
-
-def _lookup_agent(game, positions, choose) -> Agent:
-    """An agent that recognises each position of the set and plays `choose(position)`."""
-    obs = np.asarray(jax.vmap(game.observe)(solver.replay(game, positions)), np.float32)
-    picks = tuple(choose(p) for p in positions)
-    return Agent(fn=_oracle_fn(game, obs.tobytes(), obs.shape, picks), name="lookup")
-
-
 def test_accuracy_of_a_perfect_and_of_a_worst_agent(game, positions):
     key = jax.random.key(0)
-    perfect = solver.accuracy(game, _lookup_agent(game, positions, lambda p: p.best_moves[-1]), key)
+    perfect = solver.accuracy(game, lookup_agent(game, positions, lambda p: p.best_moves[-1]), key)
     assert perfect.best_move == 1.0 and perfect.keeps_result == 1.0
     assert perfect.positions == len(positions)
 
@@ -193,7 +172,7 @@ def test_accuracy_of_a_perfect_and_of_a_worst_agent(game, positions):
         legal = [c for c, s in enumerate(p.scores) if s is not None]
         return min(legal, key=lambda c: p.scores[c])
 
-    bad = solver.accuracy(game, _lookup_agent(game, positions, worst), key)
+    bad = solver.accuracy(game, lookup_agent(game, positions, worst), key)
     all_equal = np.mean([len({s for s in p.scores if s is not None}) == 1 for p in positions])
     all_keep = np.mean(
         [all(p.keeps_result(c) for c in range(COLS) if p.scores[c] is not None) for p in positions]

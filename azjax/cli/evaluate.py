@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument(
         "--solver",
         metavar="SPEC",
-        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3)",
+        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3); Connect4 "
+        "also: mistake rates in Pascal Pons' six test groups",
     )
     mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
@@ -401,7 +402,7 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> Non
 
 
 def _solver(args: argparse.Namespace) -> Outcome:
-    from azjax import solver  # flax, mctx, orbax: deferred so that --help answers at once
+    from azjax import pons, solver  # flax, mctx, orbax: deferred so that --help answers at once
 
     spec = _nonempty(args.solver, "--solver")
     if args.game is None and parse_spec(spec).source is None:
@@ -411,12 +412,21 @@ def _solver(args: argparse.Namespace) -> Outcome:
     referee = solver.referee_for(game)
     agent = _agent(spec, game)
     positions = referee.load(args.positions)
-    with _progress(args, len(positions), f"{agent.name} on the solver set", "position") as bar:
-        result = solver.accuracy(
-            game, agent, jax.random.key(args.seed), positions, args.batch, _advance(bar)
-        )
+    groups = pons.load() if referee.groups_file is not None else {}
+    total = len(positions) + sum(len(g) for g in groups.values())
+    key = jax.random.key(args.seed)
+    with _progress(args, total, f"{agent.name} on the solver set", "position") as bar:
+        result = solver.accuracy(game, agent, key, positions, args.batch, _advance(bar))
+        if groups:
+            rates = pons.mistake_rates(
+                game, agent, jax.random.fold_in(key, 1), groups, args.batch, _advance(bar)
+            )
     data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
-    return data, lambda: print(f"{agent.name} against perfect play ({game.name}):\n{result}")
+    text = f"{agent.name} against perfect play ({game.name}):\n{result}"
+    if groups:
+        data["pons"] = rates.to_dict()
+        text += f"\n{rates}"
+    return data, lambda: print(text)
 
 
 def _zoo() -> Outcome:
