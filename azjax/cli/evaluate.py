@@ -64,8 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument(
         "--solver",
         metavar="SPEC",
-        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3, "
-        "Tic-Tac-Toe)",
+        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3, Tic-Tac-Toe)",
     )
     mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
