@@ -119,7 +119,11 @@ def test_bench_refuses_bad_arguments():
 
 
 def test_learning_bench_writes_curves_per_seed(tmp_path):
-    out = tmp_path / "learning.json"
+    from azjax import solver
+
+    out, subset = tmp_path / "learning.json", tmp_path / "ttt.json"
+    data = json.loads(solver.TICTACTOE.path.read_text())
+    solver.TICTACTOE.write({**data, "positions": data["positions"][::50]}, subset)  # 91 of them
     tiny = [
         "network.blocks=0",
         "network.channels=8",
@@ -136,8 +140,8 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
         "gate.games=2",
     ]
     args = ["--config", str(ROOT / "configs" / "tictactoe.yaml"), "--positions", "150"]
-    args += ["--every-positions", "75", "--seeds", "0,1", "--games", "4", "--out", str(out)]
-    args += ["--cpu-devices", "2"]  # trains on two devices, as azjax-train would on two cores
+    args += ["--every-positions", "75", "--seeds", "0,1", "--out", str(out)]
+    args += ["--cpu-devices", "2", "--solver-set", str(subset)]  # two devices, as on two cores
     result = bench("learning", *args, *(a for o in tiny for a in ("--set", o)))
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
