@@ -35,7 +35,7 @@ def _won(board: Board) -> bool:
 @functools.cache
 def scores(board: Board) -> tuple[int | None, ...]:
     """Each cell's score for the mover of `board` (None: taken)."""
-    marks = 10 - board.count(0)  # marks on the board after a move, plus one
+    marks = 10 - board.count(0)  # marks on the board once the mover has played
     out: list[int | None] = []
     for cell, mark in enumerate(board):
         if mark:

@@ -7,6 +7,7 @@ import functools
 import jax
 import numpy as np
 import pytest
+from test_cli import load_script
 
 import games
 from azjax import agents, solver
@@ -68,6 +69,13 @@ def test_the_shipped_set_is_every_position_labelled_by_minimax(positions):
         signs = [None if s is None else int(np.sign(s)) for s in p.scores]
         want = [None if board[c] else -_result(_play(board, c)) for c in range(9)]
         assert signs == want, p.moves
+
+
+def test_the_script_writes_the_shipped_set(tmp_path, capsys):
+    """The scores' sizes (how soon a win or loss comes) are the script's: it still writes them."""
+    load_script("make_tictactoe_positions").main(["--out", str(tmp_path / "ttt.json")])
+    assert (tmp_path / "ttt.json").read_bytes() == solver.TICTACTOE.path.read_bytes()
+    assert "wrote 4520 positions" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("spec", ["zoo:tictactoe", "policy-zoo:tictactoe"])
