@@ -10,7 +10,7 @@ import pytest
 from test_cli import load_script
 
 import games
-from azjax import agents, solver
+from azjax import agents, model, solver, zoo
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 REACHABLE = 4520  # non-terminal positions reachable from the empty board
@@ -79,10 +79,15 @@ def test_the_script_writes_the_shipped_set(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("spec", ["zoo:tictactoe", "policy-zoo:tictactoe"])
-def test_the_zoo_model_keeps_the_result_in_every_position(positions, spec):
+def test_the_zoo_model_keeps_the_result_in_every_position(positions, spec, monkeypatch):
     """With the search its card names (agents.make("zoo:...")) and with its policy alone, the
     shipped model's move keeps a won position won and a drawn one drawn, everywhere."""
+    monkeypatch.delenv(zoo.ENV, raising=False)  # the shipped zoo
     game = games.make("tictactoe")
+    found = model.load("zoo:tictactoe", game)
+    search = found.config.playing_search()  # what agents.make("zoo:tictactoe") searches with
+    assert found.card["search"] == {"algorithm": "gumbel", "simulations": 64}
+    assert (search.algorithm, search.num_simulations) == ("gumbel", 64)
     agent = agents.make(spec, game)
     states = solver.replay(game, positions)
     keys = jax.random.split(jax.random.key(0), len(positions))
