@@ -1,6 +1,6 @@
 """Perfect-play accuracy: an agent's moves scored against exact solver labels.
 
-Each game in `REFEREES` ships a few hundred positions from every phase of play, each with the
+Each game in `REFEREES` ships positions from every phase of play, each with the
 exact score of every legal move from the view of the player to move, with perfect play after
 it: a higher score is a better move, and its sign is the result (positive wins, 0 draws,
 negative loses).
@@ -10,6 +10,9 @@ negative loses).
 - Dots and Boxes 3x3: azjax/data/dots_and_boxes_positions.json, from
   scripts/make_dots_and_boxes_positions.py (azjax.dab_solver); the score is the mover's final
   box margin, boxes already won included.
+- Tic-Tac-Toe: azjax/data/tictactoe_positions.json, all 4,520 reachable non-terminal
+  positions, from scripts/make_tictactoe_positions.py (exhaustive minimax); a win scores more
+  the sooner it comes, a loss less the sooner it comes.
 
 An agent is measured by
 
@@ -199,7 +202,15 @@ DOTS_AND_BOXES = RefereeSet(
     script="scripts/make_dots_and_boxes_positions.py",
     phases=(("opening", 0, 7), ("middle", 8, 15), ("late", 16, 24)),
 )
-REFEREES = (CONNECT4, DOTS_AND_BOXES)
+TICTACTOE = RefereeSet(
+    label="Tic-Tac-Toe",
+    game_name="tictactoe",
+    game_kwargs=(),
+    file="tictactoe_positions.json",
+    script="scripts/make_tictactoe_positions.py",
+    phases=(("opening", 0, 2), ("middle", 3, 5), ("late", 6, 8)),
+)
+REFEREES = (CONNECT4, DOTS_AND_BOXES, TICTACTOE)
 DEFAULT_REFEREE = CONNECT4  # for a caller that names no game
 
 
@@ -208,9 +219,10 @@ def referee_for(game: Game) -> RefereeSet:
     for referee in REFEREES:
         if referee.game is game:
             return referee
+    *others, last = [r.label for r in REFEREES]
     raise ValueError(
         f"no perfect-play position set for this {game.name} game; "
-        f"there are sets for {' and '.join(r.label for r in REFEREES)}"
+        f"there are sets for {', '.join(others)} and {last}"
     )
 
 

@@ -11,9 +11,9 @@ compilation and evaluation are excluded (both are reported). At the start and ev
 minutes (or `--every-positions` self-play positions, with `--positions`) the network is
 measured:
 
-- games with a perfect-play position set (Connect4, Dots and Boxes 3x3; `azjax.solver`): the
-  share of positions where the net with search (the config's evaluation simulations) and the raw
-  policy pick a best move, and keep the game-theoretic result;
+- games with a perfect-play position set (Connect4, Dots and Boxes 3x3, Tic-Tac-Toe;
+  `azjax.solver`): the share of positions where the net with search (the config's evaluation
+  simulations) and the raw policy pick a best move, and keep the game-theoretic result;
 - Connect4 with `--pons`: besides, both agents' mistake rates in Pascal Pons' six test groups
   (`azjax.pons`), drawn as six curves per agent;
 - every other game: arena scores of net + search against the config's `eval.opponents`.

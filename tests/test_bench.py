@@ -119,7 +119,11 @@ def test_bench_refuses_bad_arguments():
 
 
 def test_learning_bench_writes_curves_per_seed(tmp_path):
-    out = tmp_path / "learning.json"
+    from azjax import solver
+
+    out, subset = tmp_path / "learning.json", tmp_path / "ttt.json"
+    data = json.loads(solver.TICTACTOE.path.read_text())
+    solver.TICTACTOE.write({**data, "positions": data["positions"][::50]}, subset)  # 91 of them
     tiny = [
         "network.blocks=0",
         "network.channels=8",
@@ -132,13 +136,12 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
         "train.batch_size=16",
         "train.steps_per_iteration=2",
         "eval.num_simulations=4",
-        "eval.opponents=[random]",
         "gate.every=1",  # gating counts as training
         "gate.games=2",
     ]
     args = ["--config", str(ROOT / "configs" / "tictactoe.yaml"), "--positions", "150"]
-    args += ["--every-positions", "75", "--seeds", "0,1", "--games", "4", "--out", str(out)]
-    args += ["--cpu-devices", "2"]  # trains on two devices, as azjax-train would on two cores
+    args += ["--every-positions", "75", "--seeds", "0,1", "--out", str(out)]
+    args += ["--cpu-devices", "2", "--solver-set", str(subset)]  # two devices, as on two cores
     result = bench("learning", *args, *(a for o in tiny for a in ("--set", o)))
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
@@ -148,11 +151,11 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
     for run in report["runs"]:
         points = run["points"]
         assert points[0]["positions"] == 0 and points[-1]["positions"] >= 150
-        assert len(points) >= 3 and all(0 <= p["vs random/score"] <= 1 for p in points)
+        assert len(points) >= 3 and all(0 <= p["search/keeps_result"] <= 1 for p in points)
         assert [p["iteration"] for p in points] == sorted({p["iteration"] for p in points})
         assert 0 <= run["gate_promotions"] <= run["iterations"]
-    finals = [r["points"][-1]["vs random/score"] for r in report["runs"]]
-    assert report["summary"][args[1]]["vs random/score"]["min"] == min(finals)
+    finals = [r["points"][-1]["search/keeps_result"] for r in report["runs"]]  # its solver set
+    assert report["summary"][args[1]]["search/keeps_result"]["min"] == min(finals)
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     refused = bench("learning", "--config", "nope.yaml")
     assert refused.returncode != 0 and "config 'nope.yaml' does not exist" in refused.stderr
@@ -164,7 +167,7 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
 
 def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
     workdir, out = tmp_path / "run", tmp_path / "runs.json"
-    write_tiny_run(workdir, steps=(1, 3))
+    write_tiny_run(workdir, steps=(1, 3), game="chain_reaction")  # no solver set: the arena
     records = [
         {"iteration": i, "replay/added": 10 * i, "elapsed_minutes": 0.5 * i} for i in (1, 2, 3)
     ]
@@ -174,7 +177,7 @@ def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     (run,) = report["runs"]
-    assert report["budget"] == {"runs": [str(workdir)]} and run["game"] == "tictactoe"
+    assert report["budget"] == {"runs": [str(workdir)]} and run["game"] == "chain_reaction"
     assert [(p["iteration"], p["minutes"], p["positions"]) for p in run["points"]] == [
         (1, 0.5, 10),
         (3, 1.5, 60),
@@ -215,12 +218,12 @@ def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path):
     )
     refused = bench("learning", *args, "--solver-set", str(tmp_path / "nope.json"))
     assert refused.returncode != 0 and "nope.json: no such file" in refused.stderr
-    tictactoe = tmp_path / "ttt"
-    write_tiny_run(tictactoe, steps=(2,))
-    refused = bench("learning", "--runs", str(tictactoe))
+    setless = tmp_path / "chain_reaction"
+    write_tiny_run(setless, steps=(2,), game="chain_reaction")
+    refused = bench("learning", "--runs", str(setless))
     assert refused.returncode != 0 and "no metrics.jsonl in" in refused.stderr
-    (tictactoe / "metrics.jsonl").write_text(json.dumps(record) + "\n")
-    refused = bench("learning", "--runs", str(tictactoe), "--solver-set", str(subset))
+    (setless / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    refused = bench("learning", "--runs", str(setless), "--solver-set", str(subset))
     assert refused.returncode != 0 and "--solver-set: no perfect-play position set" in (
         refused.stderr
     )

@@ -333,7 +333,9 @@ def test_eval_cli_measures_dots_and_boxes(tmp_path, capsys, shipped):
     assert acc["positions"] == len(shipped) and 0 < acc["best_move"] < acc["keeps_result"] < 1
     assert list(acc["by_phase"]) == ["opening", "middle", "late"]
     assert main(["--solver", "random", "--game", "dots_and_boxes", "--size", "rows=2,cols=2"]) == 2
-    assert "there are sets for Connect4 and Dots and Boxes 3x3" in capsys.readouterr().err
+    assert (
+        "there are sets for Connect4, Dots and Boxes 3x3 and Tic-Tac-Toe" in capsys.readouterr().err
+    )
 
 
 def test_line_set_matches_the_games_lines(game):

@@ -221,7 +221,7 @@ def test_positions_are_refused_for_another_game(game, positions):
     with pytest.raises(ValueError, match="not labelled for connect4"):
         solver.replay(game, [positions[0], relabelled])
     with pytest.raises(ValueError, match=r"no perfect-play position set.*Connect4"):
-        solver.accuracy(games.make("tictactoe"), agents.make("random", game), jax.random.key(0))
+        solver.accuracy(games.make("othello"), agents.make("random", game), jax.random.key(0))
     assert solver.referee_for(game) is solver.CONNECT4
 
 

@@ -8,6 +8,7 @@
     azjax-eval --ladder models/                         # models exported from a run's checkpoints
     azjax-eval --solver search:runs/connect4            # Connect4 accuracy against perfect play
     azjax-eval --solver greedy --game dots_and_boxes    # the same on Dots and Boxes 3x3
+    azjax-eval --solver policy-zoo:tictactoe            # every Tic-Tac-Toe position
     azjax-eval --zoo                                    # the trained models shipped with azjax
 
 Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
@@ -63,8 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument(
         "--solver",
         metavar="SPEC",
-        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3); Connect4 "
-        "also: mistake rates in Pascal Pons' six test groups",
+        help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3, "
+        "Tic-Tac-Toe); Connect4 also: mistake rates in Pascal Pons' six test groups",
     )
     mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
