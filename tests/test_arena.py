@@ -256,7 +256,7 @@ def test_cli_refuses_bad_input_clearly(capsys):
         (["--game", "othello", "--size", "size=7", "--a", "random", "--b", "random"], "6 or 8"),
         (["--a", "random", "--b", "random"], "--game is needed"),
         (["--game", "tictactoe", "--round-robin", "random"], "at least two specs"),
-        (["--game", "tictactoe", "--solver", "random"], "Connect4"),
+        (["--game", "othello", "--solver", "random"], "Connect4"),
         (["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "0"], "--games"),
         (
             ["--game", "tictactoe", "--a", "random", "--b", "random", "--batch", "0"],
