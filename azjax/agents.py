@@ -270,13 +270,16 @@ def mcts_config(game: Game, simulations: int) -> SearchConfig:
 
     PUCT rather than Gumbel search: with uniform priors and single-rollout values, Gumbel's
     deterministic in-tree selection did not improve with more simulations (in Connect4, 1000
-    simulations scored 4/16 against 100), while PUCT did (14.5/16).
+    simulations scored 4/16 against 100), while PUCT did (14.5/16). A chance node is first
+    valued by one playout from one drawn outcome, not one per outcome: a playout is a noisy
+    sample either way, and Backgammon's 21 rolls made each simulation 21 playouts.
     """
     return SearchConfig(
         algorithm="puct",
         num_simulations=simulations,
         max_num_considered_actions=game.num_actions,
         pb_c_init=MCTS_EXPLORATION,
+        chance_value="sampled",
     )
 
 

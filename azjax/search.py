@@ -62,6 +62,7 @@ Params = Any
 # the value is from the point of view of each state's player to move.
 Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
 
+CHANCE_VALUES = ("expected", "sampled")
 ALGORITHMS = ("gumbel", "puct")
 
 
@@ -77,6 +78,8 @@ class SearchConfig:
     dirichlet_fraction: float = 0.25  # PUCT: weight of the noise in the root prior
     pb_c_init: float = 1.25  # PUCT: exploration constant
     sample_cutoff: float | None = None  # a sampled move whose Q is more below the best plays greedy
+    chance_value: str = "expected"  # a chance node's first value: "expected" over all outcomes
+    # (one evaluation each) or "sampled" from one drawn outcome (one evaluation: pure MCTS)
 
     def __post_init__(self) -> None:
         checks = {
@@ -88,6 +91,10 @@ class SearchConfig:
             "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
             "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
+            "chance_value": (
+                self.chance_value in CHANCE_VALUES,
+                f"one of {', '.join(CHANCE_VALUES)}",
+            ),
         }
         check_fields("search", self, checks)
 
@@ -185,7 +192,8 @@ def search_tree(
             gumbel_scale=jnp.where(explore, config.gumbel_scale, 0.0)[:, None],
         )
         if game.has_chance:
-            decision_fn, chance_fn = _decision_fn(game, evaluate), _chance_fn(game, evaluate)
+            decision_fn = _decision_fn(game, evaluate, config.chance_value)
+            chance_fn = _chance_fn(game, evaluate)
             out = _gumbel_chance_policy(params, search_key, root, decision_fn, chance_fn, **gumbel)
         else:
             recurrent_fn = _recurrent_fn(game, evaluate)
@@ -210,7 +218,8 @@ def search_tree(
         )
         root = root.replace(prior_logits=noisy)
         if game.has_chance:
-            decision_fn, chance_fn = _decision_fn(game, evaluate), _chance_fn(game, evaluate)
+            decision_fn = _decision_fn(game, evaluate, config.chance_value)
+            chance_fn = _chance_fn(game, evaluate)
             out = mctx.stochastic_muzero_policy(
                 params, search_key, root, decision_fn, chance_fn, **common
             )
@@ -289,20 +298,33 @@ class Afterstate:
     mover: Array  # int32
 
 
-def _decision_fn(game: Game, evaluate: Evaluator):
+def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
+    """mctx's decision step: the afterstate of each move, its outcome probabilities and its
+    first value, the probability-weighted mean of its outcomes' backed-up values ("expected":
+    one evaluation per outcome) or the backed-up value of one outcome drawn from the
+    probabilities ("sampled": one evaluation, for evaluators as noisy as a random playout)."""
+
     def decision_fn(params: Params, key: Array, action: Array, states: State):
         after = jax.vmap(game.afterstate)(states, action)
         probs = jax.vmap(game.chance_probs)(after)  # [B, C]
-        outcomes = jnp.arange(game.chance_outcomes, dtype=jnp.int32)
-        children = jax.vmap(lambda a: jax.vmap(game.step_chance, (None, 0))(a, outcomes))(after)
-        flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), children)
-        _, value = _evaluate(evaluate, params, flat, key)
-        parents = jax.tree.map(lambda x: jnp.repeat(x, game.chance_outcomes, axis=0), states)
-        backed = jax.vmap(reward)(parents, flat) + jax.vmap(discount)(parents, flat) * value
-        out = mctx.DecisionRecurrentFnOutput(
-            chance_logits=jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny)),
-            afterstate_value=(probs * backed.reshape(probs.shape)).sum(-1),
-        )
+        logp = jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny))
+        movers = states.current_player
+        if chance_value == "sampled":
+            outcome_key, key = jax.random.split(key)
+            outcome = jax.random.categorical(outcome_key, jnp.where(probs > 0, logp, -jnp.inf))
+            children = jax.vmap(game.step_chance)(after, outcome)
+        else:
+            outcomes = jnp.arange(game.chance_outcomes, dtype=jnp.int32)
+            children = jax.vmap(lambda a: jax.vmap(game.step_chance, (None, 0))(a, outcomes))(after)
+            children = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), children)
+            movers = jnp.repeat(movers, game.chance_outcomes)
+        _, value = _evaluate(evaluate, params, children, key)
+        # the edge's parent as `reward` and `discount` read it: the player who moved
+        parents = children.replace(current_player=movers)
+        backed = jax.vmap(reward)(parents, children) + jax.vmap(discount)(parents, children) * value
+        if chance_value != "sampled":
+            backed = (probs * backed.reshape(probs.shape)).sum(-1)
+        out = mctx.DecisionRecurrentFnOutput(chance_logits=logp, afterstate_value=backed)
         return out, Afterstate(state=after, mover=states.current_player)
 
     return decision_fn
