@@ -6,15 +6,17 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import subprocess
 import sys
 
 import jax
 import pytest
-from helpers import write_tiny_run
+from helpers import TINY, write_tiny_run
 from test_train import ROOT
 
 import games
+from azjax import model
 
 GAME = games.make("tictactoe")
 KEY = jax.random.key(0)
@@ -240,3 +242,27 @@ def test_memory_bench_splits_the_replay_buffer_over_devices(tmp_path):
     # The buffer's storage splits evenly; only its [shards] positions and sizes stay whole.
     assert one["replay"] - 8 == 4 * (four["replay"] - 32)
     assert one["selfplay_carry"] == 4 * four["selfplay_carry"]
+
+
+def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_curve(tmp_path):
+    """scripts/fresh_machine.sh stops training at its wall clock (as Ctrl-C does: a checkpoint
+    at the iteration in hand), then exports the model a later piece continues from, copies the
+    metrics and draws the curve; a bad MINUTES is refused before anything runs."""
+    script, out = str(ROOT / "scripts" / "fresh_machine.sh"), tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "BENCH": "0", "SOLVER": "0"}
+    overrides = [*TINY, "train.iterations=100000"]  # only the clock stops it
+    command = ["bash", script, str(ROOT / "configs" / "tictactoe.yaml"), str(out), "0.1"]
+    result = subprocess.run(
+        [*command, *overrides], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "interrupted at iteration" in result.stdout
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records and records[-1]["iteration"] < 100000
+    loaded = model.load(str(out / "model.azjax"))
+    assert loaded.card["iteration"] == records[-1]["iteration"]
+    assert (out / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    refused = subprocess.run([*command[:4], "0"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "MINUTES must be a positive number, got '0'" in (
+        refused.stderr
+    )
