@@ -10,6 +10,12 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   device time it spent per kind of kernel (convolutions and matmuls, gathers, scatters, ...),
   the device's busy time (under the profiler, whose own cost stretches the wall time) and
   the kernels launched per batched evaluation step (the root or one simulation);
+- the kernels per simulation step, from the compiled chunk (every backend, no profiler): the
+  instructions XLA launches per iteration of the search's loop over simulations
+  (`benchlib.loop_kernels`: fusions, convolutions and dots, library calls, copies, scatters
+  and gathers; nested loops with a known trip count as often as they run, the tree walks'
+  once: their share is `data_dependent_loop_kernels`), by kind. The count is the backend's
+  own: a CPU fuses otherwise than a GPU. `--kernels-only` compiles and counts, times nothing;
 - network evaluations/s in self-play, the network's FLOPs per evaluation (the cost analysis)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
   device's dense peak where `benchlib.PEAK_TFLOPS` knows the device;
@@ -38,7 +44,15 @@ import time
 
 import jax
 import jax.numpy as jnp
-from benchlib import device_description, game_list, int_list, peak_tflops, write_report
+from benchlib import (
+    device_description,
+    game_list,
+    int_list,
+    kernel_kind,
+    loop_kernels,
+    peak_tflops,
+    write_report,
+)
 
 import games
 from azjax.network import NetworkConfig, init_params, make_network
@@ -86,6 +100,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="wall time, or this process's CPU time (steadier on a shared CPU machine)",
     )
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
+    p.add_argument(
+        "--kernels-only",
+        action="store_true",
+        help="compile each point's chunk and count its kernels per simulation step; time nothing",
+    )
     p.add_argument("--trace", help="profile one more chunk per point; the trace goes here")
     p.add_argument("--out", default="bench_results/selfplay.json", help="JSON output path")
     return p.parse_args(argv)
@@ -139,25 +158,6 @@ def free_evaluator(game):
         return jnp.zeros((batch, game.num_actions), jnp.float32), jnp.zeros(batch, jnp.float32)
 
     return evaluate
-
-
-# Kernel kinds by name (XLA's fusion names and the GPU libraries' kernel names), first match wins.
-KERNEL_KINDS = (
-    ("conv/matmul", ("convolution", "cudnn", "cutlass", "xmma", "gemm", "fprop", "dot", "matmul")),
-    ("scatter", ("scatter", "dynamic_update_slice", "dynamic-update-slice")),
-    ("gather", ("gather", "dynamic_slice", "dynamic-slice")),
-    ("reduce", ("reduce", "argmax", "argmin")),
-    ("sort", ("sort", "topk", "top_k")),
-    ("copy", ("copy", "memcpy", "memset", "transpose")),
-)
-
-
-def kernel_kind(name: str) -> str:
-    lower = name.lower()
-    for kind, words in KERNEL_KINDS:
-        if any(w in lower for w in words):
-            return kind
-    return "other fusion"
 
 
 def trace_summary(folder: str, wall_s: float, steps: float) -> dict:
@@ -263,9 +263,25 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
     )
     as_states = stores_states(game)  # what the trainer stores, as it decides
     init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg, as_states)
-    chunk = jax.jit(chunk_fn, donate_argnums=1)
     carry = init_fn(jax.random.key(0))
     start = clock()
+    chunk = jax.jit(chunk_fn, donate_argnums=1).lower(params, carry, jax.random.key(1)).compile()
+    step_kernels = loop_kernels(chunk.as_text(), sims)  # the loop over simulations
+    row = {
+        "game": game.name,
+        "net": f"{blocks}x{channels}",
+        "norm": norm,
+        "dtype": args.dtype,
+        "batch": batch,
+        "sims": sims,
+        "algorithm": algorithm,
+        "full_prob": args.full_prob,
+        "chunk_moves": args.chunk_moves,
+        "kernels_per_simulation_step": step_kernels and step_kernels["kernels"],
+        "simulation_step_kernels": step_kernels,
+    }
+    if args.kernels_only:
+        return row
     carry, _, _ = jax.block_until_ready(chunk(params, carry, jax.random.key(1)))
     compile_and_first = clock() - start
     warmup = args.warmup
@@ -310,16 +326,7 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
     net_tflops = None if flops is None else evals * batch / net_seconds * flops / 1e12
     peak = peak_tflops(args.dtype)
 
-    row = {
-        "game": game.name,
-        "net": f"{blocks}x{channels}",
-        "norm": norm,
-        "dtype": args.dtype,
-        "batch": batch,
-        "sims": sims,
-        "algorithm": algorithm,
-        "full_prob": args.full_prob,
-        "chunk_moves": args.chunk_moves,
+    row |= {
         "chunks": args.chunks,
         "warmup_chunks": warmup + 1,
         "compile_and_first_chunk_s": compile_and_first,
@@ -371,10 +378,10 @@ def main(argv: list[str]) -> None:
     global clock
     clock = CLOCK[args.clock]
     rows = []
-    header = (
-        f"{'game':<15}{'net':>6}{'norm':>6}{'B':>6}{'sims':>6}{'alg':>8}{'sims/s':>11}{'pos/s':>9}"
-        f"{'net s':>8}{'ratio':>7}{'targets':>8}{'plain pos/s':>12}{'wasted':>7}{'gain':>6}"
-    )
+    header = f"{'game':<15}{'net':>6}{'norm':>6}{'B':>6}{'sims':>6}{'alg':>8}{'kern/sim':>9}"
+    if not args.kernels_only:
+        header += f"{'sims/s':>11}{'pos/s':>9}{'net s':>8}{'ratio':>7}{'targets':>8}"
+        header += "" if args.no_plain else f"{'plain pos/s':>12}{'wasted':>7}{'gain':>6}"
     print(header)
     for name in args.games:
         game = games.make(name, **GAME_KWARGS.get(name, {}))
@@ -389,17 +396,18 @@ def main(argv: list[str]) -> None:
             blocks, channels = (int(x) for x in net.split("x"))
             r = bench_point(game, blocks, channels, norm, batch, sims, algorithm, args)
             rows.append(r)
-            plain = (
-                f"{r['plain_useful_positions_per_s']:>12.1f}"
-                f"{r['plain_wasted_fraction']:>7.2f}{r['autoreset_gain']:>6.2f}"
-                if "plain_s" in r
-                else ""
-            )
-            print(
-                f"{name:<15}{net:>6}{norm:>6}{batch:>6}{sims:>6}{algorithm:>8}"
-                f"{r['simulations_per_s']:>11.0f}{r['positions_per_s']:>9.1f}"
-                f"{r['network_only_s']:>8.2f}{r['ratio']:>7.2f}"
-                f"{r['target_fraction']:>8.3f}{plain}",
-                flush=True,
-            )
+            kernels = r["kernels_per_simulation_step"]
+            line = f"{name:<15}{net:>6}{norm:>6}{batch:>6}{sims:>6}{algorithm:>8}"
+            line += f"{'-' if kernels is None else kernels:>9}"
+            if "selfplay_s" in r:
+                line += (
+                    f"{r['simulations_per_s']:>11.0f}{r['positions_per_s']:>9.1f}"
+                    f"{r['network_only_s']:>8.2f}{r['ratio']:>7.2f}{r['target_fraction']:>8.3f}"
+                )
+            if "plain_s" in r:
+                line += (
+                    f"{r['plain_useful_positions_per_s']:>12.1f}"
+                    f"{r['plain_wasted_fraction']:>7.2f}{r['autoreset_gain']:>6.2f}"
+                )
+            print(line, flush=True)
     write_report(args.out, {**device_description(), "results": rows})

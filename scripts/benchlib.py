@@ -1,12 +1,14 @@
 """What the benchmarks share: comma-separated list options, the machine's description, the
-JSON report."""
+JSON report, and kernel counts (kinds by name; per loop iteration in a compiled program)."""
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import pathlib
 import platform
+import re
 from typing import Any
 
 import jax
@@ -87,3 +89,172 @@ def write_report(path: str, report: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")
+
+
+# Kernel kinds by name (XLA's fusion names and the GPU libraries' kernel names), first match wins.
+KERNEL_KINDS = (
+    ("conv/matmul", ("convolution", "cudnn", "cutlass", "xmma", "gemm", "fprop", "dot", "matmul")),
+    ("scatter", ("scatter", "dynamic_update_slice", "dynamic-update-slice")),
+    ("gather", ("gather", "dynamic_slice", "dynamic-slice")),
+    ("reduce", ("reduce", "argmax", "argmin")),
+    ("sort", ("sort", "topk", "top_k")),
+    ("copy", ("copy", "memcpy", "memset", "transpose")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    lower = name.lower()
+    for kind, words in KERNEL_KINDS:
+        if any(w in lower for w in words):
+            return kind
+    return "other fusion"
+
+
+# Instructions that launch nothing: they name, pack or reinterpret buffers.
+FREE_OPS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast"})
+# What marks the heavy work (a network): XLA's own convolutions and dots, or library calls.
+HEAVY_OPS = frozenset({"convolution", "dot", "custom-call"})
+_HEADER = re.compile(r"(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
+_INSTRUCTION = re.compile(r"\s+(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][\w\-]*)\(")
+_CALLEES = re.compile(
+    r"\b(condition|body|to_apply|calls|true_computation|false_computation)=%?([\w.\-]+)"
+    r"|\b(branch_computations|called_computations)=\{([^}]*)\}"
+)
+_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
+
+Instructions = dict[str, list[tuple[str, str]]]  # computation -> [(opcode, rest of line)]
+
+
+def _skip_shape(text: str) -> str:
+    """`text` after its leading shape (an array's, or a tuple's in nested parentheses)."""
+    if not text.startswith("("):
+        return text.partition(" ")[2]
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return text[i + 1 :]
+    return ""
+
+
+def parse_hlo(text: str) -> Instructions:
+    """A compiled program's text as computation name -> [(opcode, the rest of the line)]."""
+    computations: Instructions = {}
+    current = None
+    for line in text.splitlines():
+        if not line.startswith(" ") and (header := _HEADER.match(line)):
+            current = computations.setdefault(header.group(1), [])
+        elif line.startswith("}"):
+            current = None
+        elif current is not None and (start := _INSTRUCTION.match(line)):
+            rest = _skip_shape(line[start.end() :])
+            if opcode := _OPCODE.match(rest):
+                current.append((opcode.group(1), rest[opcode.end() :]))
+    return computations
+
+
+def _callees(rest: str) -> dict[str, list[str]]:
+    """The computations an instruction calls, by role (body, condition, calls, branches...)."""
+    roles: dict[str, list[str]] = collections.defaultdict(list)
+    for role, name, group, names in _CALLEES.findall(rest):
+        for callee in [name] if role else names.split(","):
+            roles[role or group].append(callee.strip().lstrip("%"))
+    return roles
+
+
+def _reachable(computations: Instructions, name: str) -> set[str]:
+    """`name` and every computation it calls, directly or not."""
+    seen, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        if current in seen or current not in computations:
+            continue
+        seen.add(current)
+        for _, rest in computations[current]:
+            todo.extend(c for group in _callees(rest).values() for c in group)
+    return seen
+
+
+def _count(computations: Instructions, name: str) -> tuple[collections.Counter, int]:
+    """Kernels of one pass through `name` by kind, and how many of them are in loops with no
+    known trip count (counted for one iteration)."""
+    kinds: collections.Counter = collections.Counter()
+    unbounded = 0
+    for opcode, rest in computations[name]:
+        callees = _callees(rest)
+        if opcode in FREE_OPS:
+            continue
+        if opcode == "while":  # n iterations where XLA knows n (n + 1 tests), else one
+            trips = _TRIP_COUNT.search(rest)
+            n = int(trips.group(1)) if trips else 1
+            for part, repeats in [(c, n + bool(trips)) for c in callees["condition"]] + [
+                (c, n) for c in callees["body"]
+            ]:
+                part_kinds, part_unbounded = _count(computations, part)
+                part_kinds = collections.Counter({k: v * repeats for k, v in part_kinds.items()})
+                kinds += part_kinds
+                unbounded += part_unbounded * repeats if trips else part_kinds.total()
+        elif opcode in ("conditional", "call"):  # a call's callee; a conditional's largest branch
+            parts = callees["to_apply"] or [
+                c
+                for role in ("true_computation", "false_computation", "branch_computations")
+                for c in callees[role]
+            ]
+            part_kinds, part_unbounded = max(
+                (_count(computations, part) for part in parts), key=lambda c: c[0].total()
+            )
+            kinds += part_kinds
+            unbounded += part_unbounded
+        else:  # one kernel, named by its opcode, what it fuses, or the library it calls
+            fused = [op for c in callees["calls"] for op, _ in computations.get(c, [])]
+            target = _TARGET.search(rest)
+            kinds[kernel_kind(" ".join([opcode, *fused, target.group(1) if target else ""]))] += 1
+    return kinds, unbounded
+
+
+def loop_kernels(hlo: str, trip_count: int) -> dict[str, Any] | None:
+    """The kernels one iteration of a compiled program's main loop launches: the innermost
+    `while` loop that XLA knows runs `trip_count` times and that holds a convolution, dot or
+    library call (`HEAVY_OPS`) at any depth. For a search, the loop over simulations: not a
+    scan over moves nor a random-number loop with the same trip count, which hold no network or
+    only the whole search. `hlo` is `jax.jit(f).lower(...).compile().as_text()`; None if no
+    loop matches.
+
+    Counted: every instruction of the loop's body and condition but the free ones (`FREE_OPS`);
+    a fusion is one kernel whatever it fuses; a `call` counts its callee, a conditional its
+    largest branch, a nested loop with a known trip count n its body n times and its condition
+    n + 1 times, and one whose trip count depends on the data (a search's walks down and up
+    the tree) one iteration of each: those kernels, `data_dependent_loop_kernels`, repeat per
+    level of the tree. `by_kind` splits the kernels by `kernel_kind` of their opcode, fused
+    opcodes and library call; `loops`: how many loops matched (the largest counts)."""
+    computations = parse_hlo(hlo)
+    loops = {}  # body -> condition
+    for instructions in computations.values():
+        for opcode, rest in instructions:
+            trips = _TRIP_COUNT.search(rest)
+            if opcode != "while" or not trips or int(trips.group(1)) != trip_count:
+                continue
+            callees = _callees(rest)
+            body, condition = callees["body"][0], callees["condition"][0]
+            if any(
+                op in HEAVY_OPS for c in _reachable(computations, body) for op, _ in computations[c]
+            ):
+                loops[body] = condition
+    reaches = {body: _reachable(computations, body) - {body} for body in loops}
+    innermost = [b for b in loops if not any(other in reaches[b] for other in loops)]
+    if not innermost:
+        return None
+    counts = []
+    for body in innermost:
+        kinds, unbounded = _count(computations, loops[body])
+        body_kinds, body_unbounded = _count(computations, body)
+        counts.append((kinds + body_kinds, unbounded + body_unbounded))
+    kinds, unbounded = max(counts, key=lambda c: c[0].total())
+    return {
+        "kernels": kinds.total(),
+        "data_dependent_loop_kernels": unbounded,
+        "by_kind": dict(kinds.most_common()),
+        "loops": len(innermost),
+    }

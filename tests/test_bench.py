@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import pytest
 from helpers import TINY, write_tiny_run
 from test_train import ROOT
@@ -70,6 +71,10 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         assert row["peak_tflops"] is None and row["fraction_of_peak"] is None  # a CPU
         assert 0 < row["target_fraction"] <= 1  # games of the first chunk end in the second
         assert 0 <= row["plain_wasted_fraction"] < 1
+        # The compiled chunk's loop over simulations: its kernels per step, split by kind.
+        kernels = row["simulation_step_kernels"]
+        assert row["kernels_per_simulation_step"] == kernels["kernels"] > 0
+        assert kernels["by_kind"]["conv/matmul"] >= 1  # the network's stem at least
         # Memory: a Tic-Tac-Toe State is smaller than its float32 observation, so a position
         # is stored as its State; with observations, each costs the observation's bytes more.
         # A game in flight keeps its pending positions, up to a whole game's worth.
@@ -83,6 +88,24 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         assert saved == GAME.max_game_length * (observation - state)
 
 
+def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisation(tmp_path):
+    # --kernels-only compiles each point and counts, timing nothing: without the LayerNorms a
+    # simulation step launches fewer kernels, and as many convolutions and dots.
+    out = tmp_path / "kernels.json"
+    args = ["--games", "tictactoe", "--nets", "1x4", "--batches", "2", "--sims", "2"]
+    args += ["--algorithms", "gumbel", "--chunk-moves", "1", "--norms", "layer,none"]
+    result = bench("selfplay", *args, "--kernels-only", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = {r["norm"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"layer", "none"} and not any("selfplay_s" in r for r in rows.values())
+    kinds = {norm: r["simulation_step_kernels"]["by_kind"] for norm, r in rows.items()}
+    assert kinds["layer"]["conv/matmul"] == kinds["none"]["conv/matmul"] >= 3  # 3x3s, dense
+    assert (
+        rows["layer"]["kernels_per_simulation_step"] > rows["none"]["kernels_per_simulation_step"]
+    )
+    assert f"{rows['none']['kernels_per_simulation_step']:>9}" in result.stdout  # the table
+
+
 def test_kernels_are_sorted_by_kind(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     kind = importlib.import_module("bench_selfplay").kernel_kind
@@ -91,6 +114,48 @@ def test_kernels_are_sorted_by_kind(monkeypatch):
     assert kind("loop_convert_fusion_26") == "other fusion"  # a dtype conversion, no convolution
     assert kind("input_reduce_fusion_20") == "reduce" and kind("input_scatter_fusion") == "scatter"
     assert kind("loop_add_gather_fusion") == "gather" and kind("MemcpyD2D") == "copy"
+
+
+def tiny_program(trips: int, inner: int = 2) -> str:
+    """A compiled program whose loop of `trips` steps holds two dots, a loop of `inner` steps
+    and one whose trip count depends on the data; beside it a loop of `trips` steps with no
+    dot, around it another loop of `trips` steps."""
+
+    w = jnp.ones((8, 8))
+
+    def step(_, x):
+        y = jnp.tanh(x @ w)
+        y = jax.lax.fori_loop(0, inner, lambda _, y: jnp.cos(y) * y, y)
+        y = jax.lax.while_loop(lambda y: y.sum() < 0, lambda y: y * 2.0 + 1.0, y)
+        return jnp.sin(y @ w.T)
+
+    def program(x):
+        light = jax.lax.fori_loop(0, trips, lambda i, v: jnp.cos(v) + i, x[0])
+
+        def loop(x):
+            return jax.lax.fori_loop(0, trips, step, x)
+
+        return jax.lax.fori_loop(0, trips, lambda _, x: loop(x), x) + light
+
+    return jax.jit(program).lower(jnp.ones((4, 8))).compile().as_text()
+
+
+def test_loop_kernels_counts_one_step_of_the_innermost_loop_with_the_heavy_work(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    loop_kernels = importlib.import_module("benchlib").loop_kernels
+    counted = loop_kernels(tiny_program(3), 3)
+    assert counted["loops"] == 1 and counted["by_kind"]["conv/matmul"] == 2  # the two dots
+    assert sum(counted["by_kind"].values()) == counted["kernels"]
+    # The data-dependent loop counts once: its test (a reduction) and its body, one fusion
+    # each; their parameters, tuples and constants are free.
+    assert counted["data_dependent_loop_kernels"] == 2 < counted["kernels"]
+    # Per step: the same for another trip count (not the loop around it, which repeats it).
+    assert loop_kernels(tiny_program(4), 4) == counted
+    # A nested loop with a known trip count counts each of its steps.
+    longer = loop_kernels(tiny_program(3, inner=3), 3)
+    assert longer["kernels"] > counted["kernels"]
+    assert longer["data_dependent_loop_kernels"] == counted["data_dependent_loop_kernels"]
+    assert loop_kernels(tiny_program(3), 5) is None  # no loop runs 5 times
 
 
 def test_network_flops_come_from_the_compiled_program_where_the_lowered_has_none(monkeypatch):

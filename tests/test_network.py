@@ -163,3 +163,32 @@ def test_cpu_convolution_matches_the_native_one_in_values_and_gradients():
     for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(native), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-3)
     assert float(jnp.abs(native[1][1]).max()) > 1.0  # gradients that could differ
+
+
+def test_norm_none_folds_the_gain_into_the_second_convolution():
+    """`norm: none` folds each block's gain g into its second convolution's kernel and bias:
+    the block must equal `relu(x + g * (conv(h, w2) + b2))`, h = relu(conv(x, w1) + b1),
+    computed here from the parameters with a non-trivial gain and biases."""
+    from azjax.network import _ResidualBlock
+
+    x = jax.random.normal(jax.random.key(0), (3, 6, 7, 8))
+    block = _ResidualBlock(channels=8, dtype=jnp.float32, norm="none")
+    leaves, tree = jax.tree.flatten(block.init(jax.random.key(1), x))
+    keys = jax.random.split(jax.random.key(2), len(leaves))
+    params = tree.unflatten(
+        [jax.random.normal(k, leaf.shape) for k, leaf in zip(keys, leaves, strict=True)]
+    )
+    p = params["params"]
+    assert set(p) == {"_Conv3x3_0", "_Conv3x3_1", "gain"}
+
+    def conv(h, conv_params):
+        dims = ("NHWC", "HWIO", "NHWC")
+        y = jax.lax.conv_general_dilated(
+            h, conv_params["kernel"], (1, 1), "SAME", dimension_numbers=dims
+        )
+        return y + conv_params["bias"]
+
+    h = jax.nn.relu(conv(x, p["_Conv3x3_0"]))
+    expected = jax.nn.relu(x + p["gain"] * conv(h, p["_Conv3x3_1"]))
+    assert float(jnp.std(p["gain"])) > 0.5  # a per-channel gain: neither zeros nor ones
+    np.testing.assert_allclose(block.apply(params, x), expected, rtol=1e-5, atol=1e-5)
