@@ -70,10 +70,21 @@ def postfix(record: dict) -> dict[str, str]:
     if "health/ok" in record:
         out["health"] = "ok" if record["health/ok"] else "BAD"
     out["pos/s"] = f"{record['positions_per_second']:.0f}"
+    out["eval/s"] = _short(record["evaluations_per_second"])
+    if record.get("fraction_of_peak") is not None:
+        out["peak"] = f"{record['fraction_of_peak']:.1%}"
     for key, value in record.items():
         if key.startswith("eval/") and key.endswith("/win_rate"):
             out[key.split("/")[1]] = f"{value:.0%}"
     return out
+
+
+def _short(value: float) -> str:
+    """12345.6 -> "12.3k", 2.5e6 -> "2.5M", 812.4 -> "812"."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.0f}"
 
 
 def eval_line(iteration: int, record: dict) -> str:

@@ -161,6 +161,17 @@ def _dirichlet_logits(key: Array, logits: Array, legal: Array, alpha: float, fra
     return mask_logits(jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny)), legal)
 
 
+def search_evaluations(game: Game, config: SearchConfig, num_simulations: int | None = None) -> int:
+    """The evaluator's rows in one position's search: the root, one per simulation, and on a
+    game with chance the decision step's too (mctx steps both kinds of node every simulation):
+    `chance_outcomes` per simulation under "expected", one under "sampled"."""
+    sims = config.num_simulations if num_simulations is None else num_simulations
+    per_simulation = 1
+    if game.has_chance:
+        per_simulation += game.chance_outcomes if config.chance_value == "expected" else 1
+    return 1 + sims * per_simulation
+
+
 def search_tree(
     game: Game,
     evaluate: Evaluator,

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from azjax import targets
-from azjax.search import Evaluator, SearchConfig, reward, run_search
+from azjax.search import Evaluator, SearchConfig, reward, run_search, search_evaluations
 from azjax.types import Examples, Trajectory
 from azjax.validation import check_fields
 from games.core import Game, State, discount, random_legal_action, tree_where
@@ -264,3 +264,18 @@ def make_selfplay(
         return Carry(games, move_number, _swap(pending)), examples, metrics
 
     return init_fn, chunk_fn
+
+
+def chunk_evaluations(
+    game: Game,
+    search_config: SearchConfig,
+    selfplay_config: SelfPlayConfig,
+    full_search_fraction: float,
+) -> int:
+    """The evaluator's rows in one chunk, from its `full_search_fraction` metric: each step
+    searches every slot, fully or (playout cap randomization) fast (`search_evaluations`)."""
+    cfg = selfplay_config
+    full_steps = round(full_search_fraction * cfg.chunk_moves)  # exact: a count over the steps
+    full = search_evaluations(game, search_config)
+    fast = search_evaluations(game, search_config, cfg.fast_simulations)
+    return cfg.batch_size * (full_steps * full + (cfg.chunk_moves - full_steps) * fast)

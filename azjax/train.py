@@ -26,11 +26,12 @@ import jax
 import jax.numpy as jnp
 from tqdm.auto import tqdm
 
-from azjax import health, parallel
+from azjax import health, parallel, throughput
 from azjax.checkpoint import Checkpointer, read_config
 from azjax.config import Config, dump_config
 from azjax.metrics import read_metrics
 from azjax.runlog import RunLog, eval_line, postfix, scalars
+from azjax.selfplay import chunk_evaluations
 from azjax.trainer import evaluate as arena_evaluate
 from azjax.trainer import gate as arena_gate
 from azjax.trainer import make_trainer, restore
@@ -157,7 +158,18 @@ class _Session:
         )
         self.stop = StopRequest()
         self.monitor, self.problems = health.Monitor(), []
+        self.peak, self.flops = self.peak_and_flops()
         self.started = time.perf_counter()
+
+    def peak_and_flops(self) -> tuple[float | None, float | None]:
+        """The dense peak TFLOP/s of the mesh's devices and the network's FLOPs per evaluation
+        (from the compiler, once per run), or (None, None) where the peak is unknown."""
+        peak = throughput.peak_tflops(self.config.network.dtype)
+        if peak is None:
+            return None, None
+        obs = jax.ShapeDtypeStruct((1, *self.trainer.game.observation_shape), jnp.float32)
+        flops = throughput.network_flops(self.trainer.network, self.trainer.abstract.params, obs)
+        return peak * self.trainer.mesh.devices.size, flops
 
     def elapsed_minutes(self) -> float:
         """The whole run's wall clock, across resumes."""
@@ -177,6 +189,16 @@ class _Session:
         record["seconds"] = elapsed
         record["positions_per_second"] = record["replay/added"] / elapsed  # into the buffer
         record["moves_per_second"] = moves / elapsed
+        evaluations = chunk_evaluations(
+            self.trainer.game,
+            self.config.search,
+            self.config.selfplay,
+            record["selfplay/full_search_fraction"],
+        )
+        record["evaluations_per_second"] = evaluations / elapsed  # self-play's network rows
+        if self.peak is not None and self.flops is not None:
+            record["tflops"] = evaluations * self.flops / elapsed / 1e12
+            record["fraction_of_peak"] = record["tflops"] / self.peak
         record["train/learning_rate"] = float(self.trainer.schedule(record["train/step"]))
         return record
 

@@ -3,7 +3,8 @@
 For each point of the grid (game x net x batch x simulations x algorithm) it measures:
 
 - self-play (`azjax.selfplay` chunks, auto-reset): simulations/s and positions/s;
-- the network alone for the same number of evaluations (root + one per simulation, batch B),
+- the network alone for the same number of evaluations (`azjax.selfplay.chunk_evaluations`: the
+  root, one per simulation and a chance game's decision steps; batch B),
   and the ratio self-play time / network time (the search and game overhead);
 - self-play with a free evaluator (uniform priors, value 0: the search and the game alone);
 - with `--trace DIR`, one more chunk under `jax.profiler` (a Perfetto trace in DIR) and the
@@ -18,7 +19,7 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   own: a CPU fuses otherwise than a GPU. `--kernels-only` compiles and counts, times nothing;
 - network evaluations/s in self-play, the network's FLOPs per evaluation (the cost analysis)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
-  device's dense peak where `benchlib.PEAK_TFLOPS` knows the device;
+  device's dense peak where `azjax.throughput.PEAK_TFLOPS` knows the device;
 - the fraction of searched positions that became training targets (value known, emitted);
 - a plain loop that plays B games from the start until all have finished (no auto-reset),
   its useful positions/s and the share of its searches spent on finished games;
@@ -50,7 +51,6 @@ from benchlib import (
     int_list,
     kernel_kind,
     loop_kernels,
-    peak_tflops,
     write_report,
 )
 
@@ -58,7 +58,8 @@ import games
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.replay import replay_init, stores_states, tree_bytes
 from azjax.search import SearchConfig, network_evaluator, run_search
-from azjax.selfplay import SelfPlayConfig, make_selfplay
+from azjax.selfplay import SelfPlayConfig, chunk_evaluations, make_selfplay
+from azjax.throughput import network_flops, peak_tflops
 
 GAME_KWARGS = {"chain_reaction": {"rows": 5, "cols": 5}, "othello": {"size": 8}}
 
@@ -134,19 +135,6 @@ def network_only(net, params, obs: jax.Array, calls: int):
         return jax.lax.fori_loop(0, calls, body, jnp.zeros(obs.shape[0]))
 
     return timed(run, params, obs)[0]
-
-
-def network_flops(net, params, obs: jax.Array) -> float | None:
-    """FLOPs of one network evaluation: the cost analysis of a batch's lowered program (before
-    the backend's compiler, whose library calls, e.g. cuDNN's convolutions, it cannot count),
-    else of the compiled one where a backend analyses only that; None where neither has one."""
-    lowered = jax.jit(net.apply).lower(params, obs)
-    for analysis in (lowered.cost_analysis, lambda: lowered.compile().cost_analysis()):
-        cost = analysis()
-        cost = cost[0] if isinstance(cost, list | tuple) and cost else cost
-        if cost and cost.get("flops"):
-            return float(cost["flops"]) / obs.shape[0]
-    return None
 
 
 def free_evaluator(game):
@@ -290,12 +278,13 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
     for i in range(warmup):
         carry, _, _ = jax.block_until_ready(chunk(params, carry, jax.random.key(100 + i)))
 
-    emitted = searched = full = 0.0
+    emitted = searched = full = evaluations = 0.0
     start = clock()
     for i in range(args.chunks):
         carry, _, metrics = chunk(params, carry, jax.random.key(i + 2))
         metrics = jax.device_get(metrics)
         full += float(metrics["full_search_fraction"])
+        evaluations += chunk_evaluations(game, search, cfg, float(metrics["full_search_fraction"]))
         emitted += float(metrics["target_fraction"]) * batch * args.chunk_moves
         searched += batch * args.chunk_moves
     seconds = clock() - start
@@ -304,13 +293,12 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
     positions = searched
     simulations = positions * sims_per_move
 
-    # The network alone: per move, one root evaluation and one per simulation, batch B.
+    # The network alone: as many evaluations as self-play made, in batches of B.
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
     obs = jax.vmap(game.observe)(states)
-    evals = round(args.chunks * args.chunk_moves * (sims_per_move + 1))
+    evals = round(evaluations / batch)
     net_seconds = network_only(net, params, obs, evals)
     flops = network_flops(net, params, obs)
-    evaluations = positions * (sims_per_move + 1)  # the root and one leaf per simulation
 
     # The search and the game alone: the same chunks with a free evaluator.
     _, free_chunk_fn = make_selfplay(game, free_evaluator(game), search, cfg, as_states)

@@ -41,28 +41,6 @@ def game_list(text: str) -> list[str]:
     return names
 
 
-# Dense peak TFLOP/s by device kind (vendor data sheets; SXM parts), for the fraction of the
-# peak a benchmark reaches. Devices not listed (CPUs included) report no fraction.
-PEAK_TFLOPS = {
-    "H100": {"bfloat16": 989.0, "float32": 67.0},
-    "H200": {"bfloat16": 989.0, "float32": 67.0},
-    "A100": {"bfloat16": 312.0, "float32": 19.5},
-    "TPU v4": {"bfloat16": 275.0},
-    "TPU v5 lite": {"bfloat16": 197.0},
-    "TPU v5p": {"bfloat16": 459.0},
-    "TPU v6 lite": {"bfloat16": 918.0},
-}
-
-
-def peak_tflops(dtype: str) -> float | None:
-    """The dense peak of the first device for `dtype`, when its kind is in PEAK_TFLOPS."""
-    kind = jax.devices()[0].device_kind
-    for name, peaks in PEAK_TFLOPS.items():
-        if name in kind:
-            return peaks.get(dtype)
-    return None
-
-
 def device_description() -> dict[str, Any]:
     """The accelerator (or CPU) the figures come from, and the host."""
     device = jax.devices()[0]

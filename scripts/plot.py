@@ -48,7 +48,7 @@ PANELS: tuple[Panel, ...] = (
         ylim=(-0.02, 1.02),
     ),
     Panel("Elo", "Elo (random = 0)", lambda k: _leaf(k).startswith("elo") or k.endswith("elo")),
-    Panel("Throughput", "per second (positions, moves)", lambda k: "per_s" in k),
+    Panel("Throughput", "per second (positions, moves, evaluations)", lambda k: "per_s" in k),
     Panel("Time per iteration", "seconds", lambda k: k == "seconds"),
     Panel("Learning rate", "step size", lambda k: _leaf(k) == "learning_rate", log=True),
     Panel("Gradient norm", "global L2 norm (before clipping)", lambda k: _leaf(k) == "grad_norm"),

@@ -18,7 +18,7 @@ pytest.importorskip("pgx")
 import games
 from azjax import agents
 from azjax.config import ConfigError, load_config
-from azjax.search import SearchConfig, run_search, search_tree
+from azjax.search import SearchConfig, run_search, search_evaluations, search_tree
 from azjax.selfplay import SelfPlayConfig, make_rollout
 from games.testing import check_game
 from games.tictactoe import TicTacToe
@@ -343,3 +343,24 @@ def test_replay_draws_a_pgx_game_with_pgx_and_replays_its_dice(tmp_path):
         ["--game", "pgx:backgammon", "--moves", " ".join(map(str, moves)), "--out", str(tmp_path)]
     )
     assert len(list(tmp_path.glob("frame_*.svg"))) == 7
+
+
+@pytest.mark.parametrize(
+    ("chance_value", "per_simulation"), [("expected", 1 + 2), ("sampled", 1 + 1)]
+)
+def test_search_evaluations_counts_every_row_the_evaluator_sees(chance_value, per_simulation):
+    """`search_evaluations` (the trainer's evaluations/s) against the rows the evaluator is
+    called on: the root, each simulation's chance step, and its decision step's outcomes."""
+    game, rows = _Coin(), []
+
+    def counted(params, states, key):
+        batch = states.terminated.shape[0]
+        jax.debug.callback(lambda: rows.append(batch))
+        return jnp.zeros((batch, game.num_actions)), jnp.zeros(batch)
+
+    config = SearchConfig(num_simulations=3, chance_value=chance_value)
+    states = jax.tree.map(lambda x: x[None], game.init(jax.random.key(0)))
+    jax.block_until_ready(run_search(game, counted, None, states, jax.random.key(1), config))
+    jax.effects_barrier()
+    assert sum(rows) == search_evaluations(game, config) == 1 + 3 * per_simulation
+    assert search_evaluations(TicTacToe(), config, num_simulations=5) == 1 + 5

@@ -1,0 +1,52 @@
+"""How hard a run drives its device: a network's FLOPs per evaluation and the device's peak.
+
+`network_flops` reads the FLOPs of one evaluation from the compiler's cost analysis, once per
+network and dtype; `peak_tflops` looks the device's dense peak up in `PEAK_TFLOPS`. The trainer
+(evaluations/s, TFLOP/s and the fraction of the peak in metrics.jsonl) and the self-play
+benchmark share them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+# Dense peak TFLOP/s per device by device kind (vendor data sheets; SXM parts). Devices not
+# listed (CPUs included) have no known peak, so no fraction of it is reported.
+PEAK_TFLOPS = {
+    "H100": {"bfloat16": 989.0, "float32": 67.0},
+    "H200": {"bfloat16": 989.0, "float32": 67.0},
+    "A100": {"bfloat16": 312.0, "float32": 19.5},
+    "TPU v4": {"bfloat16": 275.0},
+    "TPU v5 lite": {"bfloat16": 197.0},
+    "TPU v5p": {"bfloat16": 459.0},
+    "TPU v6 lite": {"bfloat16": 918.0},
+}
+
+
+def peak_tflops(dtype: str, device_kind: str | None = None) -> float | None:
+    """The dense peak TFLOP/s of one device of `device_kind` (default: the first device's) for
+    `dtype` ("float32", "bfloat16"); None where PEAK_TFLOPS does not know it."""
+    kind = jax.devices()[0].device_kind if device_kind is None else device_kind
+    for name, peaks in PEAK_TFLOPS.items():
+        if name in kind:
+            return peaks.get(dtype)
+    return None
+
+
+def network_flops(network: Any, params: Any, observations: Any) -> float | None:
+    """FLOPs of one evaluation of `network` (any module with `apply(params, obs)`): the cost
+    analysis of a batch of `observations` (arrays or `jax.ShapeDtypeStruct`s) over its size.
+
+    It reads the lowered program (before the backend's compiler, whose library calls, e.g.
+    cuDNN's convolutions, it cannot count), else the compiled one where a backend analyses only
+    that; None where neither has one.
+    """
+    lowered = jax.jit(network.apply).lower(params, observations)
+    for analysis in (lowered.cost_analysis, lambda: lowered.compile().cost_analysis()):
+        cost = analysis()
+        cost = cost[0] if isinstance(cost, list | tuple) and cost else cost
+        if cost and cost.get("flops"):
+            return float(cost["flops"]) / observations.shape[0]
+    return None

@@ -1,0 +1,79 @@
+"""How hard a run drives its device: FLOPs per evaluation, the peak table, evaluations/s."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import pytest
+from helpers import TINY
+from test_train import TICTACTOE, records
+
+from azjax import throughput
+from azjax.config import load_config
+from azjax.runlog import postfix
+from azjax.train import train_and_evaluate
+
+
+class _ConvDense(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        y = nn.Conv(5, (3, 3), padding="VALID")(x)  # [B, 4, 3, 2] -> [B, 2, 1, 5]
+        return nn.Dense(7)(y.reshape(x.shape[0], -1))
+
+
+def test_network_flops_count_one_evaluation_of_a_conv_and_a_dense_layer():
+    net, x = _ConvDense(), jnp.zeros((3, 4, 3, 2))
+    params = net.init(jax.random.key(0), x)
+    conv = 2 * (2 * 1 * 5) * (3 * 3 * 2) + 2 * 1 * 5  # multiply-adds per output, then the bias
+    dense = 2 * 10 * 7 + 7
+    assert throughput.network_flops(net, params, x) == conv + dense
+    abstract = jax.ShapeDtypeStruct((1, 4, 3, 2), jnp.float32)  # nothing runs
+    assert throughput.network_flops(net, params, abstract) == conv + dense
+
+
+def test_network_flops_come_from_the_compiled_program_where_the_lowered_has_none(monkeypatch):
+    # Some GPU backends analyse only the compiled program: its count stands in, and neither
+    # analysis makes None (the report then leaves TFLOP/s out) rather than a crash.
+    net, x = _ConvDense(), jnp.zeros((2, 4, 3, 2))
+    params = net.init(jax.random.key(0), x)
+    lowered = throughput.network_flops(net, params, x)
+    monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: None)
+    compiled = throughput.network_flops(net, params, x)
+    assert 0.5 * lowered < compiled < 2 * lowered
+    monkeypatch.setattr(jax.stages.Compiled, "cost_analysis", lambda self: None)
+    assert throughput.network_flops(net, params, x) is None
+
+
+def test_peak_is_known_for_listed_devices_only():
+    assert throughput.peak_tflops("bfloat16", "NVIDIA H100 80GB HBM3") == 989.0
+    assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 19.5
+    assert throughput.peak_tflops("float32", "TPU v4") is None  # no float32 figure
+    assert throughput.peak_tflops("float32", "cpu") is None
+    assert throughput.peak_tflops("float32") is None  # this machine: a CPU
+
+
+def test_records_log_evaluations_per_second_and_the_fraction_of_peak(tmp_path, monkeypatch):
+    peak = 2.0  # a device in the table, whatever runs the test
+    monkeypatch.setattr(throughput, "peak_tflops", lambda dtype: peak)
+    overrides = ["train.iterations=1", "replay.min_size=100", "search.num_simulations=3"]
+    config = load_config(TICTACTOE, [*TINY, *overrides])
+    train_and_evaluate(config, tmp_path, progress=False)
+    (record,) = records(tmp_path)
+    # Every slot searches every step: the root and one leaf per simulation, no fast searches.
+    searched = config.selfplay.batch_size * config.selfplay.chunk_moves
+    assert record["moves_per_second"] * record["seconds"] == pytest.approx(searched)
+    evaluations = searched * (1 + config.search.num_simulations)
+    assert record["evaluations_per_second"] * record["seconds"] == pytest.approx(evaluations)
+    bar = postfix(record)
+    assert bar["eval/s"] == f"{record['evaluations_per_second']:.0f}" or bar["eval/s"][-1] in "kMG"
+    # The tiny net's FLOPs per evaluation, from its tflops: a 0x8 net costs thousands.
+    flops = record["tflops"] * 1e12 / record["evaluations_per_second"]
+    assert 1_000 < flops < 100_000
+    assert record["fraction_of_peak"] == pytest.approx(
+        record["tflops"] / (peak * jax.device_count())
+    )
+    assert bar["peak"] == f"{record['fraction_of_peak']:.1%}"
+    # Where no peak is known (a CPU) the bar shows none.
+    unknown = {k: v for k, v in record.items() if k not in ("tflops", "fraction_of_peak")}
+    assert "peak" not in postfix(unknown)
