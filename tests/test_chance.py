@@ -225,25 +225,6 @@ def test_chance_search_signs_on_a_deterministic_game(moves, best, algorithm, cha
     assert int(out.action[0]) == best
 
 
-@pytest.mark.parametrize(("chance_value", "outcomes"), [("expected", 21), ("sampled", 1)])
-def test_chance_values_evaluate_every_outcome_or_one(chance_value, outcomes):
-    """A chance node is first valued over all 21 rolls ("expected": 21 evaluations per
-    simulation's decision step) or one roll drawn from their probabilities ("sampled": one;
-    what pure MCTS uses, whose playouts are noisy anyway)."""
-    game = games.make("pgx:backgammon")
-    states = _positions(game, 4, 7)
-    batches = []
-
-    def flat(params, states, key):
-        batches.append(states.terminated.shape[0])  # static: recorded while tracing
-        return jnp.zeros((batches[-1], game.num_actions)), jnp.zeros(batches[-1])
-
-    config = SearchConfig(algorithm="puct", num_simulations=4, chance_value=chance_value)
-    out = run_search(game, flat, None, states, jax.random.key(1), config, explore=False)
-    assert max(batches) == 4 * outcomes, batches
-    assert np.asarray(states.legal_action_mask)[np.arange(4), np.asarray(out.action)].all()
-
-
 def _reseeded(states: games.core.State) -> games.core.State:
     """The same positions with other dice to come."""
     return states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
