@@ -109,20 +109,31 @@ def test_check_game_checks_the_chance_contract(cls, message):
         check_game(cls(), num_games=2)
 
 
-def _positions(game: games.Game, num: int, plies: int) -> games.core.State:
-    """`num` backgammon positions after `plies` random moves (the tests' own random play)."""
+@functools.cache
+def _positions(game: games.Game) -> games.core.State:
+    """16 backgammon positions after 7 random moves (the tests' own random play), made once
+    (one compiled step in a loop); a test that needs fewer takes the first ones."""
 
     def play(key):
-        state = game.init(key)
-        for ply in range(plies):
+        def ply(i, state):
             legal = state.legal_action_mask
             move = jax.random.choice(
-                jax.random.fold_in(key, ply), game.num_actions, p=legal / legal.sum()
+                jax.random.fold_in(key, i), game.num_actions, p=legal / legal.sum()
             )
-            state = game.step(state, move)
-        return state
+            return game.step(state, move)
 
-    return jax.jit(jax.vmap(play))(jax.random.split(jax.random.key(5), num))
+        return jax.lax.fori_loop(0, 7, ply, game.init(key))
+
+    return jax.jit(jax.vmap(play))(jax.random.split(jax.random.key(5), 16))
+
+
+def _first(states: games.core.State, num: int) -> games.core.State:
+    return jax.tree.map(lambda x: x[:num], states)
+
+
+def _reseeded(states: games.core.State) -> games.core.State:
+    """The same positions with other dice to come."""
+    return states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
 
 
 def _linear_evaluator(game: games.Game):
@@ -141,15 +152,15 @@ def test_step_reveals_the_roll_and_afterstate_does_not():
     """The leak's cause: `step` rolls the next turn's dice from the State's seed, so a search
     that steps the State sees them; `afterstate` leaves them unrolled whatever the seed."""
     game = games.make("pgx:backgammon")
-    states = _positions(game, 16, 7)
-    other = states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+    states = _positions(game)
+    other = _reseeded(states)
     # Each game's first legal move that hands the turn over: after the last die of a turn.
     move = jnp.argmax(states.legal_action_mask, axis=-1)
-    afterstate = jax.vmap(game.afterstate)
+    afterstate, step = jax.jit(jax.vmap(game.afterstate)), jax.jit(jax.vmap(game.step))
     due = np.asarray(afterstate(states, move).chance_due)
     assert due.any()
-    dice = np.asarray(jax.vmap(game.step)(states, move).env._dice)
-    other_dice = np.asarray(jax.vmap(game.step)(other, move).env._dice)
+    dice = np.asarray(step(states, move).env._dice)
+    other_dice = np.asarray(step(other, move).env._dice)
     assert (dice[due] != other_dice[due]).any(axis=-1).any()
     for x, y in zip(
         jax.tree.leaves(afterstate(states, move).env),
@@ -166,8 +177,8 @@ def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm, explore):
     same moves, policies and values (a tree that steps `step` would choose differently
     in some of these positions)."""
     game = games.make("pgx:backgammon")
-    states = _positions(game, 16, 7)
-    other = states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+    states = _positions(game)
+    other = _reseeded(states)
     config = SearchConfig(algorithm=algorithm, num_simulations=32)
     search = jax.jit(
         functools.partial(
@@ -225,28 +236,27 @@ def test_chance_search_signs_on_a_deterministic_game(moves, best, algorithm, cha
     assert int(out.action[0]) == best
 
 
-def _reseeded(states: games.core.State) -> games.core.State:
-    """The same positions with other dice to come."""
-    return states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
-
-
 def test_gumbel_chance_search_tries_every_sampled_move():
     """Gumbel's search with chance nodes visits min(legal moves, considered) moves at the root
     (sequential halving's first round), where PUCT's, with as many simulations and a flat
     prior, follows the first move it tried: the reason the shipped config is Gumbel's."""
     game = games.make("pgx:backgammon")
-    states = _positions(game, 16, 7)
+    states = _positions(game)
     legal = np.asarray(states.legal_action_mask).sum(-1)
 
     def flat(params, states, key):
         lead = jax.vmap(lambda s: game.heuristic(s, s.current_player))(states)
         return jnp.zeros((lead.shape[0], game.num_actions)), jnp.tanh(lead / 30)
 
+    def visits(states, config):
+        _, tree = search_tree(game, flat, None, states, jax.random.key(1), config, explore=False)
+        return tree.summary().visit_counts
+
     visited = {}
     for algorithm in ("gumbel", "puct"):
         config = SearchConfig(algorithm=algorithm, num_simulations=16)
-        _, tree = search_tree(game, flat, None, states, jax.random.key(1), config, explore=False)
-        visited[algorithm] = (np.asarray(tree.summary().visit_counts) > 0).sum(-1)
+        counts = jax.jit(visits, static_argnums=1)(states, config)
+        visited[algorithm] = (np.asarray(counts) > 0).sum(-1)
     np.testing.assert_array_equal(visited["gumbel"], np.minimum(legal, 16))
     assert (visited["puct"] < visited["gumbel"]).mean() > 0.5, visited
 
@@ -255,7 +265,7 @@ def test_selfplay_moves_do_not_depend_on_the_dice_to_come():
     """One self-play step (sampled and greedy moves, full and fast searches) from the same
     positions under two dice seeds: the same moves, policy targets and searched values."""
     game = games.make("pgx:backgammon")
-    states = _positions(game, 4, 7)
+    states = _first(_positions(game), 4)
     search = SearchConfig(algorithm="gumbel", num_simulations=8)
     rollout = make_rollout(
         game, _linear_evaluator(game), search, SelfPlayConfig(batch_size=4, temperature_moves=2)
@@ -270,10 +280,10 @@ def test_selfplay_moves_do_not_depend_on_the_dice_to_come():
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
 
 
-@pytest.mark.parametrize("spec", ["mcts:16", "greedy"])
+@pytest.mark.parametrize("spec", ["mcts:4", "greedy"])
 def test_agents_do_not_depend_on_the_dice_to_come(spec):
     game = games.make("pgx:backgammon")
-    states = _positions(game, 2, 7)
+    states = _first(_positions(game), 2)
     agent = agents.make(spec, game)
     keys = jax.random.split(jax.random.key(4), 2)
     play = jax.jit(jax.vmap(agent))
