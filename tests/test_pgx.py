@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import FAST_COMPILE
 from helpers import TINY
 from test_train import ROOT
 
@@ -180,7 +181,7 @@ def test_train_two_iterations(tmp_path):
     command = [sys.executable, "-m", "azjax.cli.train", "--quiet", "--cpu-devices", "2"]
     command += ["--config", str(ROOT / "configs" / "pgx_tic_tac_toe.yaml")]
     command += ["--workdir", str(tmp_path), *overrides]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {**os.environ, "XLA_FLAGS": FAST_COMPILE}  # no forced device count: the CLI sets it
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "pgx:tic_tac_toe on 2 cpu device(s)" in result.stdout, result.stdout
