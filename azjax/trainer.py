@@ -97,7 +97,7 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
     return tuple(out)
 
 
-def initial_params(config: Config) -> tuple[Params | None, dict[str, Any] | None]:
+def starting_point(config: Config) -> tuple[Params | None, dict[str, Any] | None]:
     """The parameters of `train.init_from` (any model source, see azjax.model), float32 numpy
     arrays, and its model file's continuation; (None, None) when it is unset. ConfigError naming
     the value when the model cannot be read or was trained for another game or network shape."""
@@ -129,7 +129,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)
-    start, continuation = initial_params(config)
+    start, continuation = starting_point(config)
     evaluate = network_evaluator(network)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
     as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
@@ -304,7 +304,8 @@ def continuation(state: TrainState, iteration: int, positions: int) -> dict[str,
     """Where a run stopped, small enough to carry to another machine in a model file: the
     iteration, the gradient steps, the PRNG key, the optimizer's state (Adam's moments and the
     learning-rate schedule's position) and the newest `positions` of the replay buffer, as host
-    numpy arrays. The games in flight are not kept: the next machine starts new ones."""
+    numpy arrays. The games in flight are not kept: the next machine starts new ones (and,
+    under arena gating, its best parameters are the carried ones)."""
     return {
         "iteration": iteration,
         "step": int(parallel.to_host(state.step)),
