@@ -302,17 +302,24 @@ def restore(
 
 def continuation(state: TrainState, iteration: int, positions: int) -> dict[str, Any]:
     """Where a run stopped, small enough to carry to another machine in a model file: the
-    iteration, the gradient steps, the PRNG key, the optimizer's state (Adam's moments and the
-    learning-rate schedule's position) and the newest `positions` of the replay buffer, as host
-    numpy arrays. The games in flight are not kept: the next machine starts new ones (and,
-    under arena gating, its best parameters are the carried ones)."""
+    iteration, the gradient steps, the PRNG key, the optimizer's state (Adam's moments, in
+    bfloat16, and the learning-rate schedule's position) and the newest `positions` of the
+    replay buffer, as host numpy arrays. The games in flight are not kept: the next machine
+    starts new ones (and, under arena gating, its best parameters are the carried ones)."""
     return {
         "iteration": iteration,
         "step": int(parallel.to_host(state.step)),
         "key": np.asarray(parallel.to_host(jax.random.key_data(state.key))),
-        "opt_state": [np.asarray(x) for x in jax.tree.leaves(parallel.to_host(state.opt_state))],
+        "opt_state": [_compact(x) for x in jax.tree.leaves(parallel.to_host(state.opt_state))],
         "replay": jax.tree.leaves(replay_newest(state.buffer, positions)),
     }
+
+
+def _compact(x: np.ndarray) -> np.ndarray:
+    """Floating-point optimizer state in bfloat16: half the bytes, and even fresh moments cost
+    a continued run nothing measurable (docs/learning.md#a-run-in-pieces)."""
+    x = np.asarray(x)
+    return x.astype(jnp.bfloat16) if np.issubdtype(x.dtype, np.floating) else x
 
 
 def stopped_run(workdir: str | pathlib.Path, step: int | None, positions: int) -> dict[str, Any]:

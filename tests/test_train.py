@@ -165,7 +165,11 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(tmp_path, c
     fresh = trainer.init(jax.random.key(7), trainer.start)
     iteration, state = resume(trainer, fresh, trainer.continuation)
     assert iteration == 2 and int(state.step) == int(at_two.step) > 0
-    assert_trees_equal(state.opt_state, at_two.opt_state)  # moments and the schedule's place
+    rounded = jax.tree.map(  # moments in bfloat16, the schedule's place exact
+        lambda x: x.astype(jnp.bfloat16).astype(x.dtype) if x.dtype == jnp.float32 else x,
+        at_two.opt_state,
+    )
+    assert_trees_equal(state.opt_state, rounded)
     assert_trees_equal(state.key, at_two.key)
     kept = replay_newest(at_two.buffer, 50)
     assert len(kept.value) == 50 < int(at_two.buffer.size.sum())  # the newest 50 travel
