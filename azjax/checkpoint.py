@@ -274,10 +274,13 @@ class Checkpointer:
         )
         self._manager.wait_until_finished()
 
-    def restore(self, config: Config, abstract_params: Any, abstract_state: Any) -> tuple:
-        """(iteration, params, state) of the newest checkpoint, placed with the shardings of
-        the abstract arrays; CheckpointError when incompatible with `config` or damaged."""
-        step = self._manager.latest_step()
+    def restore(
+        self, config: Config, abstract_params: Any, abstract_state: Any, step: int | None = None
+    ) -> tuple:
+        """(iteration, params, state) of checkpoint `step` (the newest when None), placed with
+        the shardings of the abstract arrays; CheckpointError when incompatible with `config`
+        or damaged."""
+        step = _pick_step(self.workdir, step)
         meta = self.check(
             config, step, signature({"params": abstract_params, "state": abstract_state})
         )

@@ -9,7 +9,8 @@ share of a batch uniformly from its own block and maps every position through a 
 of the game's symmetry group. So no position moves between devices, and the capacity grows
 with the devices at a fixed memory per device. `replay_reshard` regroups a buffer for another
 number of shards (a checkpoint resumed on another device count). Everything is pure and
-jittable; the buffer never leaves the device.
+jittable and the buffer never leaves the device, except `replay_newest` and `replay_examples`,
+which carry a run's newest positions to another machine (azjax.trainer's continuation).
 
 A position is stored as its observation, or as its game State when the State is smaller
 (`stores_states`; the sampler observes it, so the network sees the same planes) or when
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from azjax.types import Examples
@@ -171,6 +173,41 @@ def replay_reshard(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:
     total = buffer.size.sum()
     new_size = jnp.maximum(total - jnp.arange(shards, dtype=jnp.int32) + shards - 1, 0) // shards
     return ReplayBuffer(jax.tree.map(move, buffer.stored), new_size % new_block, new_size)
+
+
+def replay_newest(buffer: ReplayBuffer, count: int) -> Batch:
+    """The newest `count` positions of `buffer` (all it holds when fewer), oldest first, as host
+    numpy arrays [N]."""
+    buffer = jax.device_get(buffer)
+    block = buffer.capacity // buffer.shards
+    slot = np.arange(buffer.capacity)
+    shard, local = slot // block, slot % block
+    size = buffer.size[shard]
+    newest = (buffer.position[shard] - 1 - local) % block  # 0: the shard's newest position
+    rank = np.where(local < size, newest * buffer.shards + shard, buffer.capacity * block)
+    picked = np.argsort(rank, kind="stable")[: min(count, int(buffer.size.sum()))][::-1]
+    return jax.tree.map(lambda x: np.asarray(x)[picked], buffer.stored)
+
+
+def replay_examples(positions: Batch, shards: int) -> Examples:
+    """Host `Examples` that `replay_add` stores as `positions` [N] (oldest first, as
+    `replay_newest` gives them), dealt out in turn so that each of `shards` shards gets an even
+    share in age order; N rounded up to a multiple of `shards` with invalid padding."""
+    count = positions.value.shape[0]
+    per = -(-count // shards)  # each shard's share, rounded up
+    rank = np.arange(count)
+    index = (rank % shards) * per + rank // shards
+
+    def deal(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((shards * per, *x.shape[1:]), x.dtype)
+        out[index] = x
+        return out
+
+    dealt = jax.tree.map(deal, positions)
+    valid = deal(np.ones(count, np.bool_))
+    return Examples(
+        dealt.observation, dealt.policy, dealt.policy_mask, dealt.value, valid, dealt.state
+    )
 
 
 def make_sampler(game: Game, batch_size: int, augment: bool = True):

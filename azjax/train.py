@@ -16,6 +16,7 @@ and a final evaluation closes the run. Metrics leave the device once per iterati
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import pathlib
 import sys
@@ -34,7 +35,7 @@ from azjax.runlog import RunLog, eval_line, postfix, scalars
 from azjax.selfplay import chunk_evaluations
 from azjax.trainer import evaluate as arena_evaluate
 from azjax.trainer import gate as arena_gate
-from azjax.trainer import make_trainer, restore
+from azjax.trainer import make_trainer, restore, resume
 from azjax.workdir import StopRequest, WorkdirLock
 
 Array = jax.Array
@@ -141,6 +142,16 @@ class _Session:
                 print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
         else:
             self.state = self.trainer.init(jax.random.key(config.train.seed), self.trainer.start)
+            carried = self.trainer.continuation
+            if carried is not None:  # a model file of a stopped run: continue that run
+                self.iteration, self.state = resume(self.trainer, self.state, carried)
+                saved = json.loads(carried["records"])
+                if jax.process_index() == 0:
+                    print(
+                        f"continuing the run of {config.train.init_from} from iteration "
+                        f"{self.iteration}",
+                        flush=True,
+                    )
         if jax.process_index() == 0:
             (workdir / "config.yaml").write_text(dump_config(config))
         self.log_file = RunLog(workdir, self.iteration, saved)

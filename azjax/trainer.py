@@ -8,13 +8,17 @@ One iteration is one jitted call, donating the whole training state:
 The same code runs on every device count: the state is placed on a one-axis mesh (games,
 batches and the replay buffer's shards split over devices, parameters replicated) and the
 compiler adds the gradient all-reduce. A run resumes on another device count: its buffer is
-dealt out to the new shards (`restore`). `evaluate` and `gate` play the arena's matches.
+dealt out to the new shards (`restore`). A run also continues on another machine from a model
+file that carries its `continuation` (`stopped_run`, then `train.init_from`). `evaluate` and
+`gate` play the arena's matches.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import pathlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,17 +29,20 @@ import optax
 from flax import struct
 from jax.sharding import Mesh
 
-from azjax import agents, arena, model, parallel
-from azjax.checkpoint import Checkpointer, saved_shape
+from azjax import agents, arena, export, model, parallel
+from azjax.checkpoint import Checkpointer, read_config, saved_shape
 from azjax.config import Config, ConfigError
 from azjax.loss import learning_rate_schedule, make_optimizer, make_train_step
+from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
 from azjax.reanalyse import make_reanalyse
 from azjax.replay import (
     ReplayBuffer,
     make_sampler,
     replay_add,
+    replay_examples,
     replay_init,
+    replay_newest,
     replay_reshard,
     stores_states,
 )
@@ -70,6 +77,7 @@ class Trainer:
     mesh: Mesh
     init: Callable[[Array, Params | None], TrainState]  # jitted, placed on the mesh
     start: Params | None  # `train.init_from`'s parameters, for `init`
+    continuation: dict[str, Any] | None  # `train.init_from`'s, when its model file has one
     iterate: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates the state
     shardings: TrainState
     abstract: TrainState
@@ -89,18 +97,26 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
     return tuple(out)
 
 
-def initial_params(config: Config) -> Params | None:
+def starting_point(config: Config) -> tuple[Params | None, dict[str, Any] | None]:
     """The parameters of `train.init_from` (any model source, see azjax.model), float32 numpy
-    arrays; None when it is unset. ConfigError naming the value when the model cannot be read
-    or was trained for another game or another network shape."""
+    arrays, and its model file's continuation; (None, None) when it is unset. ConfigError naming
+    the value when the model cannot be read or was trained for another game or network shape."""
     source = config.train.init_from
     if not source:
-        return None
+        return None, None
     try:
         params = model.load(source, config=config).params
+        file = model.model_file(source)
+        continuation = None if file is None else export.read_continuation(file)
     except (ValueError, OSError) as err:
         raise ConfigError(f"train.init_from={source!r}: {err}") from None
-    return jax.tree.map(lambda x: np.asarray(x, np.float32), params)
+    if continuation is not None and continuation["iteration"] >= config.train.iterations:
+        raise ConfigError(
+            f"train.init_from={source!r} continues a run stopped at iteration "
+            f"{continuation['iteration']}: set train.iterations above it (now "
+            f"{config.train.iterations})"
+        )
+    return jax.tree.map(lambda x: np.asarray(x, np.float32), params), continuation
 
 
 def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
@@ -113,7 +129,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)
-    start = initial_params(config)
+    start, continuation = starting_point(config)
     evaluate = network_evaluator(network)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
     as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
@@ -205,6 +221,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         mesh=mesh,
         init=jax.jit(init, out_shardings=shardings),
         start=start,
+        continuation=continuation,
         iterate=jax.jit(
             iterate,
             in_shardings=(shardings,),
@@ -254,20 +271,22 @@ def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> di
     return out
 
 
-def restore(trainer: Trainer, checkpointer: Checkpointer) -> tuple[int, TrainState]:
-    """(iteration, state) of the newest checkpoint, placed on the trainer's mesh. A checkpoint
-    written on another number of devices has its replay buffer dealt out to this mesh's
-    shards (`replay_reshard`); everything else has the same shape on every device count."""
+def restore(
+    trainer: Trainer, checkpointer: Checkpointer, step: int | None = None
+) -> tuple[int, TrainState]:
+    """(iteration, state) of checkpoint `step` (the newest when None), placed on the trainer's
+    mesh. A checkpoint written on another number of devices has its replay buffer dealt out to
+    this mesh's shards (`replay_reshard`); everything else has the same shape on every device
+    count."""
     abstract = trainer.abstract.replace(params=None)
-    saved = saved_shape(
-        checkpointer.workdir, checkpointer.latest_step(), "['state'].buffer.size"
-    )  # (shards,): one size per shard
+    step = checkpointer.latest_step() if step is None else step
+    saved = saved_shape(checkpointer.workdir, step, "['state'].buffer.size")  # one per shard
     moved = saved is not None and saved != abstract.buffer.size.shape
     if moved:  # restore the buffer as saved, then deal it out
         rows = jax.ShapeDtypeStruct(saved, jnp.int32, sharding=trainer.shardings.key)
         abstract = abstract.replace(buffer=abstract.buffer.replace(position=rows, size=rows))
     iteration, params, state = checkpointer.restore(
-        trainer.config, trainer.abstract.params, abstract
+        trainer.config, trainer.abstract.params, abstract, step
     )
     if moved:
         reshard = jax.jit(
@@ -276,3 +295,79 @@ def restore(trainer: Trainer, checkpointer: Checkpointer) -> tuple[int, TrainSta
         )
         state = state.replace(buffer=reshard(state.buffer))
     return iteration, state.replace(params=params)
+
+
+# ----------------------------------------------------------------------------- continuation
+
+
+def continuation(state: TrainState, iteration: int, positions: int) -> dict[str, Any]:
+    """Where a run stopped, small enough to carry to another machine in a model file: the
+    iteration, the gradient steps, the PRNG key, the optimizer's state (Adam's moments, in
+    bfloat16, and the learning-rate schedule's position) and the newest `positions` of the
+    replay buffer, as host numpy arrays. The games in flight are not kept: the next machine
+    starts new ones (and, under arena gating, its best parameters are the carried ones)."""
+    return {
+        "iteration": iteration,
+        "step": int(parallel.to_host(state.step)),
+        "key": np.asarray(parallel.to_host(jax.random.key_data(state.key))),
+        "opt_state": [_compact(x) for x in jax.tree.leaves(parallel.to_host(state.opt_state))],
+        "replay": jax.tree.leaves(replay_newest(state.buffer, positions)),
+    }
+
+
+def _compact(x: np.ndarray) -> np.ndarray:
+    """Floating-point optimizer state in bfloat16: half the bytes, and even fresh moments cost
+    a continued run nothing measurable (docs/learning.md#a-run-in-pieces)."""
+    x = np.asarray(x)
+    return x.astype(jnp.bfloat16) if np.issubdtype(x.dtype, np.floating) else x
+
+
+def stopped_run(workdir: str | pathlib.Path, step: int | None, positions: int) -> dict[str, Any]:
+    """The `continuation` of checkpoint `step` (the newest when None) of the run in `workdir`,
+    with its metrics records up to that iteration (JSON text under "records")."""
+    config = read_config(workdir, step)
+    config = dataclasses.replace(  # what continuing needs: no opponents, no starting model
+        config,
+        eval=dataclasses.replace(config.eval, opponents=()),
+        train=dataclasses.replace(config.train, init_from=""),
+    )
+    trainer = make_trainer(config)
+    with Checkpointer(workdir, config.checkpoint.keep) as checkpointer:
+        iteration, state = restore(trainer, checkpointer, step)
+    metrics = pathlib.Path(workdir) / "metrics.jsonl"
+    records = read_metrics(metrics) if metrics.exists() else []
+    kept = [r for r in records if r.get("iteration", 0) <= iteration and not r.get("final")]
+    return {**continuation(state, iteration, positions), "records": json.dumps(kept)}
+
+
+def resume(trainer: Trainer, state: TrainState, carried: dict[str, Any]) -> tuple[int, TrainState]:
+    """(iteration, state): `state` (from `init`, with the carried run's parameters) continuing
+    the run of `carried` (a `continuation`): its iteration, gradient steps, key, optimizer state
+    and replay positions. ConfigError when the config's optimizer or positions differ from the
+    carried run's."""
+    abstract, shardings = trainer.abstract, trainer.shardings
+    source = trainer.config.train.init_from
+
+    def rebuild(name: str, leaves: list, like: Any, rows: bool) -> Any:
+        want = jax.tree.leaves(like)
+        have = [tuple(np.shape(x))[rows:] for x in leaves]
+        if have != [tuple(x.shape)[rows:] for x in want]:
+            raise ConfigError(
+                f"train.init_from={source!r}: its run's {name} does not fit this config's "
+                "(continue it with the config it was trained with)"
+            )
+        arrays = [np.asarray(x, w.dtype) for x, w in zip(leaves, want, strict=True)]
+        return jax.tree.unflatten(jax.tree.structure(like), arrays)
+
+    opt_state = rebuild("optimizer state", carried["opt_state"], abstract.opt_state, rows=0)
+    positions = rebuild("replay positions", carried["replay"], abstract.buffer.stored, rows=1)
+    examples = replay_examples(positions, state.buffer.shards)
+    fill = jax.jit(replay_add, out_shardings=shardings.buffer, donate_argnums=0)
+    key = jax.random.wrap_key_data(np.asarray(carried["key"], np.uint32))
+    state = state.replace(
+        opt_state=jax.device_put(opt_state, shardings.opt_state),
+        buffer=fill(state.buffer, examples),
+        key=jax.device_put(key, shardings.key),
+        step=jax.device_put(jnp.int32(carried["step"]), shardings.step),
+    )
+    return int(carried["iteration"]), state

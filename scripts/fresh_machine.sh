@@ -10,14 +10,15 @@
 #
 # OUT receives bench.json, model.azjax, metrics.jsonl, curve.png and, where `azjax-eval
 # --solver` has a position set for the game, solver.json. The run directory is a temporary
-# folder: its checkpoints hold the replay buffer, too big to carry between machines, so the next
-# piece continues from model.azjax (`train.init_from`; docs/training.md says what a restart
-# keeps). BENCH=0 or SOLVER=0 skip those steps; PYTHON picks the interpreter (default python3).
+# folder (its checkpoints hold the whole replay buffer); model.azjax is exported resumable, so
+# the next piece, given train.init_from=OUT/model.azjax, continues the run where this one
+# stopped (docs/training.md). BENCH=0 or SOLVER=0 skip those steps; PYTHON picks the
+# interpreter (default python3).
 # Runs from a checkout without installing azjax (its dependencies installed).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 config=$1 out=$2
@@ -59,7 +60,7 @@ if [[ $status -ne 0 && $status -ne 124 ]]; then  # 124: stopped by the clock, ch
 fi
 
 step "export: $out/model.azjax"
-"$py" -m azjax.cli.export "$run" --out "$out/model.azjax"
+"$py" -m azjax.cli.export "$run" --out "$out/model.azjax" --resumable
 cp "$run/metrics.jsonl" "$out/metrics.jsonl"
 
 step "curve: $out/curve.png"

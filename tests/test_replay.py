@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 import games
-from azjax.replay import make_sampler, replay_add, replay_init, replay_reshard, stores_states
+from azjax.replay import (
+    make_sampler,
+    replay_add,
+    replay_examples,
+    replay_init,
+    replay_newest,
+    replay_reshard,
+    stores_states,
+)
 from azjax.types import Examples
 
 GAME = games.make("tictactoe")
@@ -158,6 +166,37 @@ def test_reshard_keeps_every_position_in_age_order(old, new, rounds):
         obs = np.asarray(moved.stored.observation).reshape(new, -1, 3, 3, 2)[s, :size, 0, 0, 0]
         np.testing.assert_array_equal(obs, shard)  # every field moved together
     assert sorted(after) == before
+
+
+@pytest.mark.parametrize(("old", "new"), [(1, 1), (1, 3), (3, 2)])
+def test_the_newest_positions_carry_to_a_buffer_of_another_shard_count(old, new):
+    rng = np.random.default_rng(old + 10 * new)
+    buffer = replay_init(GAME, 12, shards=old)
+    part = 12 // old
+    rings = [collections.deque(maxlen=part) for _ in range(old)]
+    for start in range(1, 60, 12):  # wraps every shard around
+        ids, valid = np.arange(start, start + 12), rng.random(12) < 0.7
+        buffer = replay_add(buffer, examples(ids, valid))
+        for s in range(old):
+            rings[s].extend(ids[part * s : part * (s + 1)][valid[part * s : part * (s + 1)]])
+    held = sum(map(len, rings))
+    for count in (0, 5, 100):
+        newest = replay_newest(buffer, count)
+        got = newest.value.astype(int).tolist()
+        assert len(got) == min(count, held)
+        np.testing.assert_array_equal(newest.observation[:, 1, 2, 1], got)  # fields together
+        for ring in rings:  # each shard gives its newest positions, oldest first
+            mine = [v for v in got if v in ring]
+            assert mine == list(ring)[len(ring) - len(mine) :]
+        if count == 5 and old == 3:  # the newest of every shard in turn
+            assert sorted(len([v for v in got if v in r]) for r in rings) == [1, 2, 2]
+        filled = replay_add(replay_init(GAME, 12, shards=new), replay_examples(newest, new))
+        assert int(filled.size.sum()) == len(got)
+        assert int(filled.size.max()) - int(filled.size.min()) <= 1  # dealt out evenly
+        again = replay_newest(filled, count).value.astype(int).tolist()
+        assert sorted(again) == sorted(got)
+        if new == 1:
+            assert again == got  # in age order
 
 
 def test_states_are_stored_instead_of_observations_when_smaller():

@@ -22,7 +22,7 @@ from azjax.config import ConfigError, load_config
 from azjax.loss import l2_penalty, learning_rate_schedule, loss_fn, make_optimizer
 from azjax.replay import make_sampler
 from azjax.train import train_and_evaluate
-from azjax.trainer import evaluate, make_trainer, restore
+from azjax.trainer import evaluate, make_trainer, restore, resume
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
@@ -146,6 +146,55 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path, capsy
     )
     assert load_config(tmp_path / "b" / "config.yaml").train.init_from == str(model)
     assert read_config(tmp_path / "b", 2).train.init_from == str(model)
+
+
+def test_a_resumable_model_file_continues_its_run_on_another_machine(tmp_path, capsys):
+    from azjax import export
+    from azjax.replay import replay_newest
+    from azjax.trainer import stopped_run
+
+    overrides = [*TINY, "train.iterations=4", "optim.warmup_steps=8"]
+    train_and_evaluate(load_config(TICTACTOE, overrides), tmp_path / "a", progress=False)
+    piece = tmp_path / "piece.azjax"
+    export.export_run(tmp_path / "a", piece, 2, continuation=stopped_run(tmp_path / "a", 2, 50))
+    config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}"])
+    trainer = make_trainer(config)
+    checkpointer = Checkpointer(tmp_path / "a", 3)
+    _, at_two = restore(make_trainer(load_config(TICTACTOE, overrides)), checkpointer, 2)
+    checkpointer.close()
+    fresh = trainer.init(jax.random.key(7), trainer.start)
+    iteration, state = resume(trainer, fresh, trainer.continuation)
+    assert iteration == 2 and int(state.step) == int(at_two.step) > 0
+    rounded = jax.tree.map(  # moments in bfloat16, the schedule's place exact
+        lambda x: x.astype(jnp.bfloat16).astype(x.dtype) if x.dtype == jnp.float32 else x,
+        at_two.opt_state,
+    )
+    assert_trees_equal(state.opt_state, rounded)
+    assert_trees_equal(state.key, at_two.key)
+    kept = replay_newest(at_two.buffer, 50)
+    assert len(kept.value) == 50 < int(at_two.buffer.size.sum())  # the newest 50 travel
+    assert_trees_equal(replay_newest(state.buffer, 10**6), kept)
+    _, params, _ = export.load_model(piece)
+    assert_trees_equal(state.params, params)
+
+    # The run goes on from iteration 3 on the same learning-rate schedule, its records before.
+    train_and_evaluate(config, tmp_path / "b", progress=False)
+    assert "continuing the run of" in capsys.readouterr().out
+    a, b = records(tmp_path / "a"), records(tmp_path / "b")
+    assert [r["iteration"] for r in b] == [1, 2, 3, 4]
+    assert b[:2] == a[:2]
+    for key in ("train/step", "train/learning_rate"):
+        assert [r[key] for r in b[2:]] == [r[key] for r in a[2:]]
+
+    # Nothing left to train, or state that does not fit the config: refused, naming the value.
+    with pytest.raises(ConfigError, match=r"stopped at iteration 2: set train\.iterations above"):
+        make_trainer(
+            load_config(TICTACTOE, [*overrides, "train.iterations=2", f"train.init_from={piece}"])
+        )
+    for part in ("opt_state", "replay"):
+        carried = {**trainer.continuation, part: trainer.continuation[part][1:]}
+        with pytest.raises(ConfigError, match=r"train\.init_from=.*piece\.azjax.*does not fit"):
+            resume(trainer, trainer.init(jax.random.key(0), trainer.start), carried)
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path):

@@ -2,6 +2,7 @@
 
     azjax-export runs/connect4 --out connect4.azjax                  # the newest checkpoint
     azjax-export runs/connect4 --step 200 --dtype bfloat16 --out connect4.azjax
+    azjax-export runs/connect4 --resumable --out piece.azjax         # train.init_from continues it
     azjax-export zoo:connect4 --format onnx --out connect4.onnx      # from a run or a model
     azjax-export --card-only connect4.azjax --strength match.json    # file azjax-eval figures
     azjax-export --card-only connect4.azjax --simulations 512        # its default search
@@ -22,6 +23,8 @@ from collections.abc import Sequence
 from azjax.cli import INTERRUPTED, OK, bad_input, run_command, use_compilation_cache
 from azjax.cli.args import load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
+
+RESUMABLE_POSITIONS = 100_000  # replay positions a resumable model file carries by default
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,6 +72,17 @@ def _parser() -> argparse.ArgumentParser:
         type=pathlib.Path,
         metavar="EVAL.json",
         help="with --card-only: an azjax-eval --json result to file in the card (repeatable)",
+    )
+    parser.add_argument(
+        "--resumable",
+        nargs="?",
+        const=RESUMABLE_POSITIONS,
+        type=int,
+        metavar="N",
+        help="also store where the run stopped (iteration, optimizer and learning-rate schedule, "
+        "metrics, the newest N replay positions; default "
+        f"{RESUMABLE_POSITIONS:,}), so that train.init_from=OUT continues the run on another "
+        "machine",
     )
     parser.add_argument(
         "--force",
@@ -123,7 +137,7 @@ def _card_only(args: argparse.Namespace) -> None:
 
 
 def _export(args: argparse.Namespace) -> None:
-    from azjax import export, model, onnx_export  # flax, orbax: loaded after --help
+    from azjax import export, model, onnx_export, trainer  # flax, orbax: loaded after --help
     from azjax.card import card_path  # the same
 
     if args.out is None:
@@ -138,6 +152,9 @@ def _export(args: argparse.Namespace) -> None:
         run = parse_source(source)
         if run.kind != "run":
             raise ValueError(f"{args.source} is already a model file; give a run directory")
+        continuation = None
+        if args.resumable is not None:
+            continuation = trainer.stopped_run(run.path, run.step, args.resumable)
         card = export.export_run(
             run.path,
             args.out,
@@ -146,10 +163,15 @@ def _export(args: argparse.Namespace) -> None:
             args.command,
             args.device,
             args.simulations,
+            continuation,
         )
+        carried = ""
+        if continuation is not None:
+            positions = len(continuation["replay"][0]) if continuation["replay"] else 0
+            carried = f", resumable with {positions:,} replay positions"
         print(
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "
-            f"stored as {args.dtype}) and {card_path(args.out)}"
+            f"stored as {args.dtype}{carried}) and {card_path(args.out)}"
         )
         return
     if args.simulations is not None:
@@ -174,6 +196,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if args.simulations is not None:
             check_simulations(args.simulations, "--simulations")
+        if args.resumable is not None and args.resumable < 0:
+            raise ValueError(f"--resumable takes a count of positions >= 0, got {args.resumable}")
+        if args.resumable is not None and (args.card_only or args.format == "onnx"):
+            raise ValueError("--resumable is for a model file exported from a run")
         if args.card_only:
             _card_only(args)
         else:
