@@ -348,7 +348,7 @@ def resume(trainer: Trainer, state: TrainState, carried: dict[str, Any]) -> tupl
     abstract, shardings = trainer.abstract, trainer.shardings
     source = trainer.config.train.init_from
 
-    def rebuild(name: str, leaves: list, like: Any, rows: bool) -> Any:
+    def rebuild(name: str, leaves: list, like: Any, rows: int) -> Any:
         want = jax.tree.leaves(like)
         have = [tuple(np.shape(x))[rows:] for x in leaves]
         if have != [tuple(x.shape)[rows:] for x in want]:
