@@ -242,9 +242,11 @@ def _differences(saved: dict, wanted: dict) -> list[str]:
 class Checkpointer:
     """Saves and restores the training state of one workdir (whose `WorkdirLock` it holds)."""
 
-    def __init__(self, workdir: str | pathlib.Path, keep: int) -> None:
+    def __init__(self, workdir: str | pathlib.Path, keep: int, owner: bool = True) -> None:
+        """`owner`: the run's own process, which removes saves cut short; a reader (an export
+        from a run that may still be saving) leaves them."""
         self.workdir = pathlib.Path(workdir)
-        if jax.process_index() == 0:  # saves cut short (killed, or interrupted twice)
+        if owner and jax.process_index() == 0:  # saves cut short (killed, or interrupted twice)
             for path in _directory(workdir).glob("*.orbax-checkpoint-tmp*"):
                 shutil.rmtree(path, ignore_errors=True)
         self._manager = _manager(workdir, keep)

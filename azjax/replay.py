@@ -184,7 +184,7 @@ def replay_newest(buffer: ReplayBuffer, count: int) -> Batch:
     shard, local = slot // block, slot % block
     size = buffer.size[shard]
     newest = (buffer.position[shard] - 1 - local) % block  # 0: the shard's newest position
-    rank = np.where(local < size, newest * buffer.shards + shard, buffer.capacity * block)
+    rank = np.where(local < size, newest * buffer.shards + shard, buffer.capacity)  # < C: held
     picked = np.argsort(rank, kind="stable")[: min(count, int(buffer.size.sum()))][::-1]
     return jax.tree.map(lambda x: np.asarray(x)[picked], buffer.stored)
 

@@ -332,7 +332,7 @@ def stopped_run(workdir: str | pathlib.Path, step: int | None, positions: int) -
         train=dataclasses.replace(config.train, init_from=""),
     )
     trainer = make_trainer(config)
-    with Checkpointer(workdir, config.checkpoint.keep) as checkpointer:
+    with Checkpointer(workdir, config.checkpoint.keep, owner=False) as checkpointer:
         iteration, state = restore(trainer, checkpointer, step)
     metrics = pathlib.Path(workdir) / "metrics.jsonl"
     records = read_metrics(metrics) if metrics.exists() else []

@@ -156,7 +156,11 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(tmp_path, c
     overrides = [*TINY, "train.iterations=4", "optim.warmup_steps=8"]
     train_and_evaluate(load_config(TICTACTOE, overrides), tmp_path / "a", progress=False)
     piece = tmp_path / "piece.azjax"
+    saving = tmp_path / "a" / "checkpoints" / "5.orbax-checkpoint-tmp-1"  # a live run's save
+    saving.mkdir()
     export.export_run(tmp_path / "a", piece, 2, continuation=stopped_run(tmp_path / "a", 2, 50))
+    assert saving.is_dir()  # an export reads the run and leaves its saves alone
+    saving.rmdir()
     config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}"])
     trainer = make_trainer(config)
     checkpointer = Checkpointer(tmp_path / "a", 3)
