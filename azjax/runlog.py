@@ -33,11 +33,7 @@ class RunLog:
         if not self.enabled:
             return
         if self.path.exists() or saved:
-            logged = read_metrics(self.path) if self.path.exists() else []
-            kept = [r for r in logged if r.get("iteration", 0) <= resume_iteration]
-            have = {r.get("iteration") for r in kept if not r.get("final")}
-            kept += [r for r in saved if r["iteration"] not in have]
-            kept.sort(key=lambda r: (r.get("iteration", 0), bool(r.get("final"))))
+            kept = merged_records(self.path, resume_iteration, saved)
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
         self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=resume_iteration + 1)
@@ -55,6 +51,16 @@ class RunLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def merged_records(path: pathlib.Path, iteration: int, saved: Sequence[dict]) -> list[dict]:
+    """The records of metrics.jsonl at `path` up to `iteration`, with the records `saved` in
+    checkpoints filling in the iterations the file lost, in order."""
+    logged = read_metrics(path) if path.exists() else []
+    kept = [r for r in logged if r.get("iteration", 0) <= iteration]
+    have = {r.get("iteration") for r in kept if not r.get("final")}
+    kept += [r for r in saved if r["iteration"] <= iteration and r["iteration"] not in have]
+    return sorted(kept, key=lambda r: (r.get("iteration", 0), bool(r.get("final"))))
 
 
 def scalars(metrics: dict) -> dict[str, float]:

@@ -30,10 +30,9 @@ from flax import struct
 from jax.sharding import Mesh
 
 from azjax import agents, arena, export, model, parallel
-from azjax.checkpoint import Checkpointer, read_config, saved_shape
+from azjax.checkpoint import Checkpointer, list_steps, read_config, saved_shape
 from azjax.config import Config, ConfigError
 from azjax.loss import learning_rate_schedule, make_optimizer, make_train_step
-from azjax.metrics import read_metrics
 from azjax.network import init_params, make_network
 from azjax.reanalyse import make_reanalyse
 from azjax.replay import (
@@ -46,6 +45,7 @@ from azjax.replay import (
     replay_reshard,
     stores_states,
 )
+from azjax.runlog import merged_records
 from azjax.search import network_evaluator
 from azjax.selfplay import make_selfplay
 from games.core import Game
@@ -334,9 +334,9 @@ def stopped_run(workdir: str | pathlib.Path, step: int | None, positions: int) -
     trainer = make_trainer(config)
     with Checkpointer(workdir, config.checkpoint.keep, owner=False) as checkpointer:
         iteration, state = restore(trainer, checkpointer, step)
-    metrics = pathlib.Path(workdir) / "metrics.jsonl"
-    records = read_metrics(metrics) if metrics.exists() else []
-    kept = [r for r in records if r.get("iteration", 0) <= iteration and not r.get("final")]
+        saved = [r for s in list_steps(workdir) if s <= iteration for r in checkpointer.records(s)]
+    records = merged_records(pathlib.Path(workdir) / "metrics.jsonl", iteration, saved)
+    kept = [r for r in records if not r.get("final")]
     return {**continuation(state, iteration, positions), "records": json.dumps(kept)}
 
 
