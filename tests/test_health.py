@@ -16,7 +16,9 @@ from azjax.trainer import make_trainer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAKE_TRAIN = ROOT / "configs" / "chain_reaction.yaml"  # the Makefile's default CONFIG
-SEEDS = (0, 1, 2)
+# Two seeds: with the 2-unit heads that went dark (before LayerNorm in the heads), both fail, as
+# did 4 of 4 further seeds (seed 2 kept its value head alive).
+SEEDS = (0, 1)
 ITERATIONS = 5  # the buffer reaches replay.min_size after 2; 3 iterations of 32 steps follow
 
 
@@ -70,13 +72,14 @@ def test_check_network_flags_a_constant_network():
 
 
 def test_make_train_recipe_learns_from_every_seed():
-    """The default `make train` config, briefly, from three seeds: the value output varies over
+    """The default `make train` config, briefly, from two seeds: the value output varies over
     the positions and the value loss falls below its level at the first trained iteration."""
     config = load_config(MAKE_TRAIN, ["eval.every=0", "eval.final_num_games=0"])
     trainer = make_trainer(config)
-    # Real training work: compiled at XLA's full optimisation (the suite compiles at level 0).
+    # Real training work: compiled optimised (the suite compiles at level 0, which runs it twice
+    # as slowly). Level 2 runs it as fast as level 3 and compiles in 12 s instead of 19.
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile(
-        compiler_options={"xla_backend_optimization_level": 3}
+        compiler_options={"xla_backend_optimization_level": 2}
     )
     for seed in SEEDS:
         state = trainer.init(jax.random.key(seed))
