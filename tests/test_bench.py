@@ -28,6 +28,23 @@ def bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
+@pytest.fixture
+def refused(monkeypatch, capsys):
+    """`refused(NAME, *args)`: what `scripts/bench_NAME.py` says as it refuses `args`, run in
+    this process (an interpreter of its own costs 1.5 s to start; `bench.py`'s dispatch is run
+    whole in test_bench_refuses_bad_arguments)."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.chdir(ROOT)
+
+    def refuse(name: str, *args: str) -> str:
+        with pytest.raises(SystemExit) as exit:
+            importlib.import_module(f"bench_{name}").main(list(args))
+        assert exit.value.code not in (0, None)  # a message (exit status 1) or argparse's 2
+        return f"{capsys.readouterr().err}{exit.value.code}"
+
+    return refuse
+
+
 def test_games_bench_writes_a_row_per_game_size_and_batch(tmp_path):
     out = tmp_path / "games.json"
     args = ["--games", "tictactoe,dots_and_boxes", "--batches", "2,3", "--steps", "2"]
@@ -158,16 +175,14 @@ def test_loop_kernels_counts_one_step_of_the_innermost_loop_with_the_heavy_work(
     assert loop_kernels(tiny_program(3), 5) is None  # no loop runs 5 times
 
 
-def test_bench_refuses_bad_arguments():
+def test_bench_refuses_bad_arguments(refused):
     result = bench("nope")
     assert result.returncode != 0 and "got nope" in result.stderr
-    result = bench("games", "--games", "chess")
-    assert result.returncode != 0 and "unknown game(s) 'chess'" in result.stderr
-    result = bench("selfplay", "--batches", "0")
-    assert result.returncode != 0 and "expected positive integers, got '0'" in result.stderr
+    assert "unknown game(s) 'chess'" in refused("games", "--games", "chess")
+    assert "expected positive integers, got '0'" in refused("selfplay", "--batches", "0")
 
 
-def test_learning_bench_writes_curves_per_seed(tmp_path):
+def test_learning_bench_writes_curves_per_seed(tmp_path, refused):
     from azjax import solver
 
     out, subset = tmp_path / "learning.json", tmp_path / "ttt.json"
@@ -206,12 +221,9 @@ def test_learning_bench_writes_curves_per_seed(tmp_path):
     finals = [r["points"][-1]["search/keeps_result"] for r in report["runs"]]  # its solver set
     assert report["summary"][args[1]]["search/keeps_result"]["min"] == min(finals)
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-    refused = bench("learning", "--config", "nope.yaml")
-    assert refused.returncode != 0 and "config 'nope.yaml' does not exist" in refused.stderr
-    refused = bench("learning", *args[:2], "--cpu-devices", "0")
-    assert refused.returncode != 0 and "--cpu-devices: CPU devices must be >= 1, got 0" in (
-        refused.stderr
-    )
+    assert "config 'nope.yaml' does not exist" in refused("learning", "--config", "nope.yaml")
+    said = refused("learning", *args[:2], "--cpu-devices", "0")
+    assert "--cpu-devices: CPU devices must be >= 1, got 0" in said
 
 
 def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
@@ -235,7 +247,7 @@ def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path):
+def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path, refused):
     from azjax import pons, solver
 
     workdir, out, subset = tmp_path / "run", tmp_path / "runs.json", tmp_path / "seven.json"
@@ -261,21 +273,16 @@ def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path):
     rates = [point[f"{who}/mistakes {g}"] for who in ("search", "policy") for g in pons.GROUPS]
     assert all(abs(3 * r - round(3 * r)) < 1e-6 for r in rates), rates  # shares of 3 positions
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-    refused = bench("learning", *args, "--pons", str(tmp_path / "nope.json"))
-    assert (
-        refused.returncode != 0 and "--pons" in refused.stderr and "no such file" in refused.stderr
-    )
-    refused = bench("learning", *args, "--solver-set", str(tmp_path / "nope.json"))
-    assert refused.returncode != 0 and "nope.json: no such file" in refused.stderr
+    said = refused("learning", *args, "--pons", str(tmp_path / "nope.json"))
+    assert "--pons" in said and "no such file" in said
+    said = refused("learning", *args, "--solver-set", str(tmp_path / "nope.json"))
+    assert "nope.json: no such file" in said
     setless = tmp_path / "chain_reaction"
     write_tiny_run(setless, steps=(2,), game="chain_reaction")
-    refused = bench("learning", "--runs", str(setless))
-    assert refused.returncode != 0 and "no metrics.jsonl in" in refused.stderr
+    assert "no metrics.jsonl in" in refused("learning", "--runs", str(setless))
     (setless / "metrics.jsonl").write_text(json.dumps(record) + "\n")
-    refused = bench("learning", "--runs", str(setless), "--solver-set", str(subset))
-    assert refused.returncode != 0 and "--solver-set: no perfect-play position set" in (
-        refused.stderr
-    )
+    said = refused("learning", "--runs", str(setless), "--solver-set", str(subset))
+    assert "--solver-set: no perfect-play position set" in said
 
 
 def test_memory_bench_splits_the_replay_buffer_over_devices(tmp_path):
