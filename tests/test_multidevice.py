@@ -86,12 +86,16 @@ step = make_train_step(trainer.network, optimizer, config.optim)
 sample = jax.jit(make_sampler(trainer.game, 32))  # one program, not one per operation
 batch = jax.device_get(sample(straight.buffer, jax.random.key(1)))
 params = jax.device_get(straight.params)
+
+def two_steps(params, opt_state, batch):  # one program (a second call would trace again)
+    params, opt_state, _ = step(params, opt_state, batch)
+    return step(params, opt_state, batch)
+
 results = []
 for mesh in (parallel.make_mesh(devices[:1]), parallel.make_mesh(devices)):
     rep, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
-    jitted = jax.jit(step, in_shardings=(rep, rep, data), out_shardings=rep)
-    new_params, opt_state, out = jitted(params, optimizer.init(params), batch)
-    new_params, _, out = jitted(new_params, opt_state, batch)
+    jitted = jax.jit(two_steps, in_shardings=(rep, rep, data), out_shardings=rep)
+    new_params, _, out = jitted(params, optimizer.init(params), batch)
     results.append((jax.device_get(new_params), jax.device_get(out["loss"])))
 (one_device, loss1), (four_devices, loss4) = results
 np.testing.assert_allclose(loss1, loss4, rtol=1e-5)
