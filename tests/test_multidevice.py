@@ -35,10 +35,10 @@ from azjax.train import train_and_evaluate
 from azjax.trainer import make_trainer, restore
 
 jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # as tests/conftest.py
 devices = jax.devices()
 workdir = pathlib.Path(sys.argv[1])
 config = load_config(sys.argv[2], sys.argv[3:])
-one = dataclasses.replace(config, train=dataclasses.replace(config.train, iterations=1))
 
 # Sizes the 4 devices cannot split evenly are refused, naming the key.
 for key in config.split_sizes():
@@ -83,14 +83,19 @@ assert bool(metrics["train/trained"]), metrics
 # change is proportional to the all-reduced gradient).
 optimizer = optax.sgd(1e-2, momentum=0.9, nesterov=True)
 step = make_train_step(trainer.network, optimizer, config.optim)
-batch = jax.device_get(make_sampler(trainer.game, 32)(straight.buffer, jax.random.key(1)))
+sample = jax.jit(make_sampler(trainer.game, 32))  # one program, not one per operation
+batch = jax.device_get(sample(straight.buffer, jax.random.key(1)))
 params = jax.device_get(straight.params)
+
+def two_steps(params, opt_state, batch):  # one program (a second call would trace again)
+    params, opt_state, _ = step(params, opt_state, batch)
+    return step(params, opt_state, batch)
+
 results = []
 for mesh in (parallel.make_mesh(devices[:1]), parallel.make_mesh(devices)):
     rep, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
-    jitted = jax.jit(step, in_shardings=(rep, rep, data), out_shardings=rep)
-    new_params, opt_state, out = jitted(params, optimizer.init(params), batch)
-    new_params, _, out = jitted(new_params, opt_state, batch)
+    jitted = jax.jit(two_steps, in_shardings=(rep, rep, data), out_shardings=rep)
+    new_params, _, out = jitted(params, optimizer.init(params), batch)
     results.append((jax.device_get(new_params), jax.device_get(out["loss"])))
 (one_device, loss1), (four_devices, loss4) = results
 np.testing.assert_allclose(loss1, loss4, rtol=1e-5)
@@ -100,6 +105,11 @@ pairs = zip(jax.tree.leaves(one_device), jax.tree.leaves(params), strict=True)
 moved = max(float(np.abs(a - b).max()) for a, b in pairs)
 assert moved > 1e-4, moved
 
+# Iteration 1 saved the way the training loop saves it, for the exact resume below.
+with Checkpointer(workdir / "four", 3) as checkpointer:
+    checkpointer.save(1, straight.params, straight.replace(params=None), config)
+(workdir / "four" / "metrics.jsonl").write_text("")
+
 # The buffer is split over the 4 devices: each holds a quarter of the slots.
 straight, _ = trainer.iterate(straight)
 value = straight.buffer.stored.value
@@ -107,9 +117,10 @@ assert value.sharding.spec == PartitionSpec("data"), value.sharding
 assert {s.data.shape for s in value.addressable_shards} == {(value.shape[0] // 4,)}
 assert straight.buffer.shards == 4 and min(straight.buffer.size.tolist()) > 0
 
-# Exact resume on 4 devices: 1 iteration, checkpoint, resume for the second.
-train_and_evaluate(one, workdir / "four", progress=False)
-train_and_evaluate(config, workdir / "four", progress=False)
+# Exact resume on 4 devices: the training entry point resumes checkpoint 1 for the second
+# iteration, saves it, and that checkpoint restores the straight run's state.
+result = train_and_evaluate(config, workdir / "four", progress=False)
+assert result["iteration"] == 2, result
 with Checkpointer(workdir / "four", 3) as checkpointer:
     iteration, resumed = restore(trainer, checkpointer)
 assert iteration == 2
@@ -156,7 +167,7 @@ def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
 
 def test_four_devices_train_like_one_and_resume_on_any_device_count(tmp_path):
     overrides = [o for o in TINY if not o.startswith("train.iterations")]
-    overrides += ["train.iterations=2", "optim.final_lr_fraction=1.0"]  # 1 + 1 == 2 iterations
+    overrides += ["train.iterations=2", "optim.final_lr_fraction=1.0"]
     args = ["-c", FOUR_DEVICES, str(tmp_path), str(TICTACTOE), *overrides]
     result = run(args, devices=4)
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,13 +14,15 @@ from azjax.network import NetworkConfig, init_params, make_network
 from azjax.search import SearchConfig, network_evaluator
 from azjax.selfplay import SelfPlayConfig, make_rollout, make_selfplay, new_game
 
+# The tic-tac-toe rollouts are shared with the tests below that play tic-tac-toe: one worker.
+SHARED = pytest.mark.xdist_group("tictactoe_integer_rollout")
 GAMES = [
-    ("tictactoe", {}, "gumbel"),
-    ("tictactoe", {}, "puct"),
-    ("connect4", {}, "puct"),
-    ("othello", {"size": 6}, "gumbel"),
-    ("dots_and_boxes", {"rows": 2, "cols": 2}, "puct"),
-    ("chain_reaction", {"rows": 3, "cols": 3}, "gumbel"),
+    pytest.param("tictactoe", {}, "gumbel", marks=SHARED, id="tictactoe-gumbel"),
+    pytest.param("tictactoe", {}, "puct", marks=SHARED, id="tictactoe-puct"),
+    pytest.param("connect4", {}, "puct", id="connect4-puct"),
+    pytest.param("othello", {"size": 6}, "gumbel", id="othello-gumbel"),
+    pytest.param("dots_and_boxes", {"rows": 2, "cols": 2}, "puct", id="dots_and_boxes-puct"),
+    pytest.param("chain_reaction", {"rows": 3, "cols": 3}, "gumbel", id="chain_reaction-gumbel"),
 ]
 
 
@@ -43,6 +47,21 @@ def integer_evaluator(game):
     return evaluate
 
 
+@functools.cache
+def integer_rollout(name: str, algorithm: str, **kwargs):
+    """`(game, jitted rollout)` with the integer evaluator, built once per game and algorithm:
+    the tests that play tic-tac-toe at `sizes(game)` share one compilation."""
+    game = games.make(name, **kwargs)
+    search = SearchConfig(algorithm=algorithm, num_simulations=8, max_num_considered_actions=4)
+    selfplay = SelfPlayConfig(fast_simulations=3, temperature_moves=3)
+    return game, jax.jit(make_rollout(game, integer_evaluator(game), search, selfplay))
+
+
+def sizes(game) -> tuple[int, int]:
+    """(batch, length) of a rollout: long enough for every slot to finish a game."""
+    return 4, min(2 * game.max_game_length + 5, 60)
+
+
 def start(game, batch):
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
     return states, jnp.zeros(batch, jnp.int32)
@@ -53,41 +72,42 @@ def rollout_inputs(length, batch, seed, full_every=3):
     return full, jax.random.split(jax.random.key(seed), (length, batch))
 
 
-@pytest.mark.parametrize("name,kwargs,algorithm", GAMES, ids=[f"{g[0]}-{g[2]}" for g in GAMES])
+@pytest.mark.parametrize("name,kwargs,algorithm", GAMES)
 def test_selfplay_games_are_legal_and_replay_exactly(name, kwargs, algorithm):
     """Replaying each slot's recorded moves from the start position reproduces every
     observation, reward, discount and game end, and every move was legal; a finished
     game is followed at once by a new game (auto-reset) in the same slot."""
-    game = games.make(name, **kwargs)
-    evaluate, params = tiny_net(game)
-    search = SearchConfig(algorithm=algorithm, num_simulations=6, max_num_considered_actions=4)
-    selfplay = SelfPlayConfig(fast_simulations=2, temperature_moves=4)
-    rollout = jax.jit(make_rollout(game, evaluate, search, selfplay))
-    batch, length = 3, min(2 * game.max_game_length + 5, 60)
+    game, rollout = integer_rollout(name, algorithm, **kwargs)
+    batch, length = sizes(game)
     full, keys = rollout_inputs(length, batch, seed=1)
-    states, moves, traj = rollout(params, *start(game, batch), full, keys)
+    states, moves, traj = rollout(None, *start(game, batch), full, keys)
     traj = jax.tree.map(np.asarray, traj)
 
-    step, observe = jax.jit(game.step), jax.jit(game.observe)
+    @jax.jit
+    def step(state, action):  # one move and what the checks read of it: one transfer a move
+        nxt = game.step(state, action)
+        mover = state.current_player
+        seen = (game.observe(state), state.legal_action_mask[action], nxt.rewards[mover])
+        return nxt, (*seen, nxt.terminated, nxt.current_player == mover)
+
+    observe = jax.jit(game.observe)
     initial = game.init(jax.random.key(0))
     ended_games = 0
     for b in range(batch):
         state, count = initial, 0
         for t in range(length):
             where = f"slot {b}, step {t}"
-            np.testing.assert_array_equal(observe(state), traj.observation[t, b], err_msg=where)
             action = int(traj.action[t, b])
-            assert bool(state.legal_action_mask[action]), f"illegal move {action} at {where}"
-            nxt = step(state, action)
-            mover = int(state.current_player)
-            assert float(nxt.rewards[mover]) == traj.reward[t, b], where
-            assert bool(nxt.terminated) == traj.terminated[t, b], where
-            expected_discount = (
-                0.0 if nxt.terminated else (1.0 if int(nxt.current_player) == mover else -1.0)
-            )
+            nxt, seen = step(state, action)
+            observation, legal, reward, terminated, same_mover = jax.device_get(seen)
+            np.testing.assert_array_equal(observation, traj.observation[t, b], err_msg=where)
+            assert legal, f"illegal move {action} at {where}"
+            assert reward == traj.reward[t, b], where
+            assert terminated == traj.terminated[t, b], where
+            expected_discount = 0.0 if terminated else (1.0 if same_mover else -1.0)
             assert traj.discount[t, b] == expected_discount, where
             count += 1
-            if bool(nxt.terminated):
+            if terminated:
                 ended_games += 1
                 nxt, count = initial, 0
             state = nxt
@@ -98,14 +118,11 @@ def test_selfplay_games_are_legal_and_replay_exactly(name, kwargs, algorithm):
     assert traj.valid.all()
 
 
+@SHARED
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
 def test_vmapped_selfplay_equals_one_game_at_a_time(algorithm):
-    game = games.make("tictactoe")
-    evaluate = integer_evaluator(game)
-    search = SearchConfig(algorithm=algorithm, num_simulations=8, max_num_considered_actions=4)
-    selfplay = SelfPlayConfig(fast_simulations=3, temperature_moves=3)
-    rollout = jax.jit(make_rollout(game, evaluate, search, selfplay))
-    batch, length = 4, 14
+    game, rollout = integer_rollout("tictactoe", algorithm)
+    batch, length = sizes(game)
     full, keys = rollout_inputs(length, batch, seed=2, full_every=2)
     _, _, together = rollout(None, *start(game, batch), full, keys)
     for b in range(batch):
@@ -124,17 +141,15 @@ def test_vmapped_selfplay_equals_one_game_at_a_time(algorithm):
     assert len({tuple(np.asarray(together.action[:, b])) for b in range(batch)}) > 1
 
 
+@SHARED
 def test_playout_cap_randomization_masks():
-    game = games.make("tictactoe")
-    evaluate = integer_evaluator(game)
-    search = SearchConfig(algorithm="puct", num_simulations=8)
-    selfplay = SelfPlayConfig(fast_simulations=2)
-    rollout = jax.jit(make_rollout(game, evaluate, search, selfplay))
-    full = jnp.array([1, 0, 0, 1, 1, 0, 1, 0], bool)
-    keys = jax.random.split(jax.random.key(3), (8, 5))
-    _, _, traj = rollout(None, *start(game, 5), full, keys)
+    game, rollout = integer_rollout("tictactoe", "puct")
+    batch, length = sizes(game)
+    full = jnp.asarray(np.resize([1, 0, 0, 1, 1, 0, 1, 0], length), bool)
+    keys = jax.random.split(jax.random.key(3), (length, batch))
+    _, _, traj = rollout(None, *start(game, batch), full, keys)
     mask = np.asarray(traj.policy_mask)
-    np.testing.assert_array_equal(mask, np.broadcast_to(np.asarray(full)[:, None], (8, 5)))
+    np.testing.assert_array_equal(mask, np.broadcast_to(np.asarray(full)[:, None], mask.shape))
     sums = np.asarray(traj.policy).sum(-1)
     np.testing.assert_allclose(sums[mask], 1.0, rtol=1e-5)  # full search: a policy target
     assert (sums[~mask] == 0).all()  # fast search: none
