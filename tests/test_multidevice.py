@@ -26,13 +26,13 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec
 
-from azjax import parallel
+from azjax import export, parallel
 from azjax.checkpoint import Checkpointer
 from azjax.config import load_config
 from azjax.replay import make_sampler
 from azjax.loss import make_train_step
 from azjax.train import train_and_evaluate
-from azjax.trainer import make_trainer, restore
+from azjax.trainer import make_trainer, restore, resume, stopped_run
 
 jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # as tests/conftest.py
@@ -144,6 +144,20 @@ with Checkpointer(workdir / "two", 3) as checkpointer:
     checkpointer.save(1, moved.params, moved.replace(params=None), config)
 (workdir / "two" / "metrics.jsonl").write_text("")
 result = train_and_evaluate(config, workdir / "two", progress=False)
+assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
+
+# A resumable model file of the 2-device checkpoint continues the run on 4 devices: every
+# position dealt to the 4 shards, the step and key carried; the entry point trains on from it.
+piece = workdir / "piece.azjax"
+export.export_run(workdir / "two", piece, 1, continuation=stopped_run(workdir / "two", 1, 10**6))
+carried = dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=str(piece)))
+continuing = make_trainer(carried)
+iteration, went_on = resume(continuing, continuing.init(jax.random.key(9)), continuing.continuation)
+assert iteration == 1 and went_on.buffer.shards == 4
+assert went_on.buffer.stored.value.sharding.spec == PartitionSpec("data")
+assert positions(went_on.buffer) == positions(moved.buffer)
+leaves_equal((went_on.step, went_on.key), (moved.step, moved.key))
+result = train_and_evaluate(carried, workdir / "three", progress=False)
 assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
 print("OK")
 """
