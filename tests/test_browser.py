@@ -40,10 +40,16 @@ def browser():
 
 
 @pytest.fixture
-def server():
+def server(monkeypatch):
+    """The app on a free port. Choosing an opponent compiles nothing ahead here (the warm-up
+    is tested in tests/test_serve.py): a zoo model compiling in the background would outlive
+    the test and take CPU from the rest of the suite."""
     import uvicorn
 
+    from azjax.web import app
     from azjax.web.app import create_app
+
+    monkeypatch.setattr(app, "warm_in_background", lambda pairs, analyse: None)
 
     port = free_port()
     config = uvicorn.Config(
@@ -183,7 +189,6 @@ def test_the_first_move_of_an_opponent_says_it_is_compiling(browser, server, mon
     from azjax.web import app
 
     monkeypatch.setattr(app, "_READY", set())
-    monkeypatch.setattr(app, "warm_in_background", lambda pairs, analyse: None)  # not ahead
     page = browser.new_page(viewport={"width": 1100, "height": 760})
     page.goto(server)
     page.wait_for_selector("body[data-ready=true]")
