@@ -130,12 +130,18 @@ class _Session:
     def __init__(
         self, config: Config, workdir: pathlib.Path, checkpointer: Checkpointer, progress: bool
     ) -> None:
-        if checkpointer.latest_step() is not None:
+        resuming = checkpointer.latest_step() is not None
+        if resuming:
             config = _first_init_from(config, checkpointer)
         self.config, self.checkpointer = config, checkpointer
-        self.trainer = make_trainer(config)
+        # A resumed run starts from its checkpoint: the model file it started from is not read
+        # (a previous piece's model may be gone from a fresh machine).
+        unread = dataclasses.replace(config.train, init_from="")
+        self.trainer = make_trainer(
+            dataclasses.replace(config, train=unread) if resuming else config
+        )
         self.iteration, saved = 0, []
-        if checkpointer.latest_step() is not None:
+        if resuming:
             self.iteration, self.state = restore(self.trainer, checkpointer)
             saved = checkpointer.records(self.iteration)
             if jax.process_index() == 0:

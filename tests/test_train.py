@@ -137,8 +137,9 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path, capsy
     with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
         make_trainer(config)
     # Resumed with another model: the run goes on from its checkpoint and keeps, in its
-    # config.yaml and checkpoints, the model it started from.
+    # config.yaml and checkpoints, the model it started from, without reading it (gone here).
     capsys.readouterr()
+    model.unlink()
     resumed = [*TINY, "train.iterations=2", "replay.min_size=500", "train.init_from=zoo:nope"]
     train_and_evaluate(load_config(TICTACTOE, resumed), tmp_path / "b", progress=False)
     assert f"train.init_from='zoo:nope' is ignored: the run in {tmp_path / 'b'}" in (
