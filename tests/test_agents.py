@@ -74,25 +74,12 @@ def _all_children(game, states):
 # ----------------------------------------------------------------------------- alpha-beta
 
 
-def test_alphabeta_never_loses_tictactoe():
-    game = games.make("tictactoe")
-    perfect, random = agents.make("alphabeta:9", game), agents.make("random", game)
-    key = jax.random.key(0)
-    for a, b, sign in ((perfect, random, 1), (random, perfect, -1)):
-        r = arena.match(game, a, b, 30, key)
-        lost = r.losses if sign == 1 else r.wins
-        assert lost == 0, r
-        assert r.first != (0, 0, 0) and r.second != (0, 0, 0)
-    r = arena.match(game, perfect, perfect, 8, key)
-    assert r.draws == 8, r
-    # Any single opening move is still a draw with perfect play.
-    r = arena.match(game, perfect, perfect, 8, key, opening_moves=1)
-    assert r.draws == 8, r
-
-
 def test_alphabeta_plays_optimal_tictactoe_moves():
+    """Every move alphabeta:9 chooses, for X and for O, at every ply of random games, is one of
+    the best by plain-Python negamax: it never loses, and perfect play against itself draws."""
     game = games.make("tictactoe")
-    states = _live_states(game, jax.random.key(1), 24, 8, stride=2)
+    states = _live_states(game, jax.random.key(1), 12, 8)
+    assert set(states.current_player.tolist()) == {0, 1}
     moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2))
     for state, move in zip(_unstack(states), moves, strict=True):
         board = tuple(int(v) for v in np.asarray(state.board))
@@ -246,7 +233,7 @@ def test_greedy_beats_random_widely(name, kwargs):
 
 def test_rollout_value_is_from_the_movers_view():
     game = games.make("tictactoe")
-    evaluate = agents.rollout_evaluator(game)
+    evaluate = jax.jit(agents.rollout_evaluator(game))  # one compilation for every call below
     # X: 0 1 _ / O: 3 4 ... X to move with one empty cell completing 0-1-2: every playout wins.
     state = game.init(jax.random.key(0))
     for a in (0, 3, 1, 4, 6, 7, 5, 8):  # X 0 1 6 5, O 3 4 7 8: X to move, only cell 2 left
@@ -325,18 +312,19 @@ def test_network_agents_from_a_checkpoint(tiny_run):
     assert policy.fn is older.fn  # one compiled move function for every checkpoint
     assert search.name.endswith("@1:8")
     random = agents.make("random", game)
-    for agent in (policy, search):
-        r = arena.match(game, agent, random, 4, jax.random.key(0))
-        assert r.games == 4  # an illegal move would lose; the bookkeeping stays complete
+    # In the arena (the search agent's moves are checked legal below, with its jitted move).
+    r = arena.match(game, policy, random, 4, jax.random.key(0))
+    assert r.games == 4  # an illegal move would lose; the bookkeeping stays complete
     states = _live_states(game, jax.random.key(11), 8, 6, stride=3)
     rows = np.arange(states.current_player.shape[0])
-    for agent in (policy, search):
-        moves = _choose(agent, states, jax.random.key(12))
+    chosen = [_choose(agent, states, jax.random.key(12)) for agent in (policy, search)]
+    for moves in chosen:
         assert states.legal_action_mask[rows, moves].all()
     last = index(states, -1)
-    for agent in (policy, search):  # jit an agent itself, as the README shows
-        key = jax.random.key(14)
-        assert int(jax.jit(agent)(last, key)) == int(agent(last, key))
+    keys = jax.random.split(jax.random.key(12), len(rows))
+    for agent, moves in zip((policy, search), chosen, strict=True):
+        # jit an agent itself, as the README shows: the move of the vmapped function
+        assert int(jax.jit(agent)(last, keys[-1])) == moves[-1]
     hint = agents.analysis(game, f"search:{tiny_run}")
     policy_out, value = hint(last, jax.random.key(13))
     legal = np.asarray(last.legal_action_mask)

@@ -170,29 +170,36 @@ def test_step_reveals_the_roll_and_afterstate_does_not():
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
-def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm):
-    """The same positions searched under two dice seeds (the search key the same), with and
-    without root noise (one compiled search, `explore` traced), give the same moves, policies
-    and values (a tree that steps `step` would choose differently in some of these
-    positions)."""
+@functools.cache
+def _chance_search(algorithm: str, chance_value: str):
+    """`search_tree` with chance nodes over backgammon positions with the dice-reading
+    `_linear_evaluator`, jitted once per settings (`explore` traced): the tests below share it."""
     game = games.make("pgx:backgammon")
-    states = _positions(game)
-    other = _reseeded(states)
-    config = SearchConfig(algorithm=algorithm, num_simulations=32)
-    search = jax.jit(
-        functools.partial(
-            run_search,
-            game,
-            _linear_evaluator(game),
-            None,
-            key=jax.random.key(0),
-            config=config,
+    config = SearchConfig(algorithm=algorithm, num_simulations=16, chance_value=chance_value)
+    evaluate = _linear_evaluator(game)
+    return jax.jit(
+        lambda states, explore: search_tree(
+            game, evaluate, None, states, jax.random.key(0), config, explore=explore
         )
     )
+
+
+# Both searches with chance nodes and both first values of a chance node (mctx's PUCT with one
+# drawn outcome as pure MCTS plays it, our Gumbel with the expectation as self-play does).
+CHANCE_SEARCHES = [("puct", "sampled"), ("gumbel", "expected")]
+
+
+@pytest.mark.parametrize(("algorithm", "chance_value"), CHANCE_SEARCHES)
+def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm, chance_value):
+    """The same positions searched under two dice seeds (the search key the same), with and
+    without root noise, give the same moves, policies and values (a tree that steps `step`
+    would choose differently in some of these positions)."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game)
+    search = _chance_search(algorithm, chance_value)
     legal = np.asarray(states.legal_action_mask)
     for explore in (jnp.bool_(False), jnp.bool_(True)):
-        a, b = search(states=states, explore=explore), search(states=other, explore=explore)
+        a, b = search(states, explore)[0], search(_reseeded(states), explore)[0]
         for x, y in zip(a, b, strict=True):
             np.testing.assert_array_equal(x, y)
         assert legal[np.arange(16), np.asarray(a.action)].all()
@@ -201,39 +208,33 @@ def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm):
 
 
 @pytest.mark.parametrize(
-    ("moves", "best"),
-    [((0, 3, 1, 4), 2), ((0, 3, 8, 4), 5)],
-    ids=["win", "block"],
-)
-@pytest.mark.parametrize(
     ("algorithm", "chance_value"),
     [("puct", "expected"), ("gumbel", "expected"), ("puct", "sampled")],
 )
-def test_chance_search_signs_on_a_deterministic_game(moves, best, algorithm, chance_value):
+def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
     """On Tic-Tac-Toe with a coin that changes nothing the search with chance nodes takes a win
-    and blocks a loss: rewards and discounts are in the mover's view."""
+    (X at 2) and blocks a loss (O threatens 5): rewards and discounts are in the mover's view.
+    Both positions in one batch: one compiled search."""
     game = _Coin()
     assert game.has_chance
-    state = game.init(jax.random.key(0))
-    for move in moves:
-        state = game.step(state, move)
+    positions = []
+    for moves in ((0, 3, 1, 4), (0, 3, 8, 4)):
+        state = game.init(jax.random.key(0))
+        for move in moves:
+            state = game.step(state, move)
+        positions.append(state)
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *positions)
 
     def uniform(params, states, key):
         return jnp.zeros((states.terminated.shape[0], game.num_actions)), jnp.zeros(
             states.terminated.shape
         )
 
-    batch = jax.tree.map(lambda x: x[None], state)
-    out = run_search(
-        game,
-        uniform,
-        None,
-        batch,
-        jax.random.key(1),
-        SearchConfig(algorithm=algorithm, num_simulations=200, chance_value=chance_value),
-        explore=False,
+    config = SearchConfig(algorithm=algorithm, num_simulations=200, chance_value=chance_value)
+    search = jax.jit(
+        lambda s: run_search(game, uniform, None, s, jax.random.key(1), config, explore=False)
     )
-    assert int(out.action[0]) == best
+    assert np.asarray(search(batch).action).tolist() == [2, 5]
 
 
 def test_gumbel_chance_search_tries_every_sampled_move():
@@ -243,20 +244,10 @@ def test_gumbel_chance_search_tries_every_sampled_move():
     game = games.make("pgx:backgammon")
     states = _positions(game)
     legal = np.asarray(states.legal_action_mask).sum(-1)
-
-    def flat(params, states, key):
-        lead = jax.vmap(lambda s: game.heuristic(s, s.current_player))(states)
-        return jnp.zeros((lead.shape[0], game.num_actions)), jnp.tanh(lead / 30)
-
-    def visits(states, config):
-        _, tree = search_tree(game, flat, None, states, jax.random.key(1), config, explore=False)
-        return tree.summary().visit_counts
-
     visited = {}
-    for algorithm in ("gumbel", "puct"):
-        config = SearchConfig(algorithm=algorithm, num_simulations=16)
-        counts = jax.jit(visits, static_argnums=1)(states, config)
-        visited[algorithm] = (np.asarray(counts) > 0).sum(-1)
+    for algorithm, chance_value in CHANCE_SEARCHES:
+        _, tree = _chance_search(algorithm, chance_value)(states, jnp.bool_(False))
+        visited[algorithm] = (np.asarray(tree.summary().visit_counts) > 0).sum(-1)
     np.testing.assert_array_equal(visited["gumbel"], np.minimum(legal, 16))
     assert (visited["puct"] < visited["gumbel"]).mean() > 0.5, visited
 
@@ -280,16 +271,29 @@ def test_selfplay_moves_do_not_depend_on_the_dice_to_come():
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
 
 
-@pytest.mark.parametrize("spec", ["mcts:4", "greedy"])
-def test_agents_do_not_depend_on_the_dice_to_come(spec):
+def test_greedy_agent_does_not_depend_on_the_dice_to_come():
     game = games.make("pgx:backgammon")
     states = _first(_positions(game), 2)
-    agent = agents.make(spec, game)
+    agent = agents.make("greedy", game)
     keys = jax.random.split(jax.random.key(4), 2)
     play = jax.jit(jax.vmap(agent))
     a, b = play(states, keys), play(_reseeded(states), keys)
     np.testing.assert_array_equal(a, b)
     assert np.asarray(states.legal_action_mask)[np.arange(2), np.asarray(a)].all()
+
+
+def test_rollout_values_do_not_depend_on_the_dice_to_come():
+    """Pure MCTS (`mcts:N`) values its leaves by random playouts: their dice are drawn from
+    the key, never from the State, so two dice seeds give the same playouts (its search is
+    `test_chance_search_does_not_depend_on_the_dice_to_come[puct-sampled]`'s)."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game)
+    evaluate = jax.jit(agents.rollout_evaluator(game))
+    key = jax.random.key(4)
+    logits, values = evaluate(None, states, key)
+    np.testing.assert_array_equal(values, evaluate(None, _reseeded(states), key)[1])
+    assert set(np.asarray(values).tolist()) == {-1.0, 1.0}  # playouts to the end: won or lost
+    assert not np.asarray(logits).any()
 
 
 def test_alphabeta_refuses_a_chance_game():

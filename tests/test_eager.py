@@ -27,7 +27,11 @@ def _first_legal(state) -> int:
     return int(np.flatnonzero(np.asarray(state.legal_action_mask))[0])
 
 
-@pytest.mark.parametrize("config", GAME_CONFIGS, ids=config_id)
+# One size of each game: a leak is in a game's code, which its sizes share.
+ONE_SIZE_EACH = list({name: (name, kwargs) for name, kwargs in reversed(GAME_CONFIGS)}.values())
+
+
+@pytest.mark.parametrize("config", ONE_SIZE_EACH, ids=config_id)
 def test_eager_calls_do_not_grow_memory(config):
     name, kwargs = config
     game = games.make(name, **kwargs)

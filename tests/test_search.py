@@ -71,8 +71,23 @@ def tree_search_fn(game, algorithm, simulations):
     )
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize("name,kwargs", ALL_GAMES, ids=[g[0] for g in ALL_GAMES])
+# Every game under one algorithm, each algorithm on three games (Gumbel on Othello, whose 37
+# actions are more than it considers at the root), and Dots and Boxes, where the mover moves
+# again, under both: the checks below fail on a game's positions or on an algorithm's masking,
+# not on a pair of them (compiling all ten pairs cost twice as long).
+TREE_CASES = [
+    (*ALL_GAMES[0], "puct"),
+    (*ALL_GAMES[1], "puct"),
+    (*ALL_GAMES[2], "gumbel"),
+    (*ALL_GAMES[3], "gumbel"),
+    (*ALL_GAMES[3], "puct"),
+    (*ALL_GAMES[4], "gumbel"),
+]
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,algorithm", TREE_CASES, ids=[f"{c[0]}-{c[2]}" for c in TREE_CASES]
+)
 def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
     game = games.make(name, **kwargs)
     states = live_positions(game, 6, seed=1)
@@ -110,10 +125,12 @@ def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
 
 @functools.cache
 def uniform_search_fn(game, algorithm, simulations):
+    """The search with the uniform net, jitted once per game and settings: `explore` (root
+    noise, sampled moves) is traced, so the tactics tests with and without it share it."""
     config = SearchConfig(algorithm=algorithm, num_simulations=simulations)
     return jax.jit(
-        lambda states, key: run_search(
-            game, uniform_evaluator, None, states, key, config, explore=False
+        lambda states, key, explore: run_search(
+            game, uniform_evaluator, None, states, key, config, explore=explore
         )
     )
 
@@ -217,7 +234,7 @@ def test_uniform_net_finds_immediate_win_and_blocks_immediate_loss(
 ):
     game = games.make(name)
     states, answers = tactical_positions(game, kind, 8, seed=3)
-    out = uniform_search_fn(game, algorithm, simulations)(states, jax.random.key(0))
+    out = uniform_search_fn(game, algorithm, simulations)(states, jax.random.key(0), False)
     chosen = np.asarray(out.action).tolist()
     wrong = [(i, c, a) for i, (c, a) in enumerate(zip(chosen, answers, strict=True)) if c not in a]
     assert not wrong, f"(position, chosen, correct): {wrong}"
@@ -247,7 +264,7 @@ def test_dots_and_boxes_takes_the_chain_on_repeated_turns():
     assert int(state.scores.sum()) == 0
     states = stack_states([state] * 2)
     for algorithm in ALGORITHMS:
-        out = uniform_search_fn(game, algorithm, 48)(states, jax.random.key(1))
+        out = uniform_search_fn(game, algorithm, 48)(states, jax.random.key(1), False)
         assert np.asarray(out.action).tolist() == [7, 7], algorithm
         # The policy target agrees (the Gumbel root value averages every considered action's
         # visits, so it says less here).
@@ -258,11 +275,10 @@ def test_dots_and_boxes_takes_the_chain_on_repeated_turns():
 def test_exploring_search_still_prefers_the_win_and_samples_legal_moves(algorithm):
     game = games.make("tictactoe")
     states, answers = tactical_positions(game, "win", 8, seed=4)
-    config = SearchConfig(algorithm=algorithm, num_simulations=64)
-    fn = jax.jit(lambda s, k: run_search(game, uniform_evaluator, None, s, k, config, explore=True))
+    fn = uniform_search_fn(game, algorithm, 128)  # the tactics test's search
     hits, legal = 0, np.asarray(states.legal_action_mask)
     for seed in range(4):
-        out = fn(states, jax.random.key(seed))
+        out = fn(states, jax.random.key(seed), True)
         action = np.asarray(out.action)
         assert legal[np.arange(8), action].all()
         hits += sum(int(a in ans) for a, ans in zip(action.tolist(), answers, strict=True))
@@ -281,28 +297,39 @@ def test_config_errors_name_the_bad_value():
         SearchConfig(pb_c_init=0.0)
 
 
+@functools.cache
+def noisy_search_fn(algorithm, cutoff):
+    """The search with root noise over connect4 positions, jitted once per algorithm and
+    cutoff (`sample`, which moves are sampled, traced): the greedy and cutoff tests share it."""
+    game = games.make("connect4")
+    config = SearchConfig(
+        algorithm=algorithm, num_simulations=24, gumbel_scale=3.0, sample_cutoff=cutoff
+    )
+    return jax.jit(
+        lambda states, key, sample: search_tree(
+            game, adversarial_evaluator, None, states, key, config, explore=True, sample=sample
+        )
+    )
+
+
+@functools.cache
+def noisy_positions():
+    return live_positions(games.make("connect4"), 16, seed=7)
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_greedy_moves_are_the_most_visited_even_with_root_noise(algorithm):
     """`sample=False` (self-play after the opening moves) plays a most visited root action,
     also when root noise shaped the search."""
-    game = games.make("connect4")
-    states = live_positions(game, 8, seed=5)
-    config = SearchConfig(algorithm=algorithm, num_simulations=20)
-    greedy = np.zeros(8, bool)
-
-    @jax.jit
-    def search(states, key):
-        return search_tree(
-            game, adversarial_evaluator, None, states, key, config, explore=True, sample=greedy
-        )
-
+    states = noisy_positions()
+    search = noisy_search_fn(algorithm, None)
     for seed in range(3):
-        out, tree = search(states, jax.random.key(seed))
+        out, tree = search(states, jax.random.key(seed), np.zeros(16, bool))
         visits = np.asarray(tree.summary().visit_counts)
         action = np.asarray(out.action)
-        chosen = visits[np.arange(8), action]
+        chosen = visits[np.arange(16), action]
         np.testing.assert_array_equal(chosen, visits.max(-1))
-        assert np.asarray(states.legal_action_mask)[np.arange(8), action].all()
+        assert np.asarray(states.legal_action_mask)[np.arange(16), action].all()
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -310,21 +337,12 @@ def test_sample_cutoff_keeps_sampled_moves_near_the_best_q(algorithm):
     """A sampled move whose searched Q is more than `sample_cutoff` below the best visited Q
     gives way to the greedy move, and the others stay: the cutoff changes the move, not the
     search (the same key gives the same tree)."""
-    game = games.make("connect4")
-    states = live_positions(game, 16, seed=7)
+    states = noisy_positions()
 
     def run(cutoff, sample):
-        config = SearchConfig(
-            algorithm=algorithm, num_simulations=24, gumbel_scale=3.0, sample_cutoff=cutoff
-        )
-        fn = jax.jit(
-            lambda s, k: search_tree(
-                game, adversarial_evaluator, None, s, k, config, explore=True, sample=sample
-            )
-        )
         moves, gaps = [], []
         for seed in range(4):
-            out, tree = fn(states, jax.random.key(seed))
+            out, tree = noisy_search_fn(algorithm, cutoff)(states, jax.random.key(seed), sample)
             q = np.asarray(tree.qvalues(jnp.zeros(16, jnp.int32)))
             visited = np.asarray(tree.children_visits[:, 0]) > 0
             action = np.asarray(out.action)
