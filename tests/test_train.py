@@ -107,23 +107,25 @@ def test_two_iterations_end_to_end(two_iterations):
 
 @pytest.fixture(scope="module")
 def from_model(two_iterations, tmp_path_factory):
-    """A run of one iteration started from a model file of `two_iterations` (its buffer stays
+    """A run of two iterations started from a model file of `two_iterations` (its buffer stays
     below replay.min_size: no gradient step): (its overrides, model file, workdir, records)."""
     from azjax import export
 
     tmp_path = tmp_path_factory.mktemp("from_model")
     model = tmp_path / "a.azjax"
     export.export_run(two_iterations[1], model)
-    overrides = [*TINY, "train.iterations=1", "replay.min_size=500", f"train.init_from={model}"]
+    overrides = [*TINY, "replay.min_size=500", f"train.init_from={model}"]
     train_and_evaluate(load_config(TICTACTOE, overrides), tmp_path / "b", progress=False)
     return overrides, model, tmp_path / "b", records(tmp_path / "b")
 
 
 def test_iterations_before_training_log_no_losses(from_model):
-    _, _, _, (record,) = from_model
-    assert record["replay/size"] < 500 and record["train/trained"] is False
-    train_keys = {k for k in record if k.startswith("train/")}
-    assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
+    _, _, _, log = from_model
+    assert [r["iteration"] for r in log] == [1, 2]
+    for record in log:
+        assert record["replay/size"] < 500 and record["train/trained"] is False
+        train_keys = {k for k in record if k.startswith("train/")}
+        assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
 
 
 def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp_path, capsys):
@@ -150,10 +152,12 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp
     config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
     with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
         make_trainer(config)
-    # Resumed with another model: the run goes on from its checkpoint and keeps, in its
-    # config.yaml and checkpoints, the model it started from.
+    # Resumed with another model (as if stopped after iteration 1): the run goes on from its
+    # checkpoint and keeps, in its config.yaml and checkpoints, the model it started from.
+    shutil.rmtree(run / "checkpoints" / "2")
+    (run / "metrics.jsonl").write_text((run / "metrics.jsonl").read_text().splitlines(True)[0])
     capsys.readouterr()
-    resumed = [*TINY, "train.iterations=2", "replay.min_size=500", "train.init_from=zoo:nope"]
+    resumed = [*TINY, "replay.min_size=500", "train.init_from=zoo:nope"]
     train_and_evaluate(load_config(TICTACTOE, resumed), run, progress=False)
     assert f"train.init_from='zoo:nope' is ignored: the run in {run}" in capsys.readouterr().err
     assert load_config(run / "config.yaml").train.init_from == str(model)
