@@ -28,10 +28,12 @@ from test_train import ROOT, TICTACTOE
 
 from azjax import parallel
 from azjax.checkpoint import list_steps, load_for_inference
+from azjax.cli import INTERRUPTED
 from azjax.metrics import read_metrics
 
 # The audit hook records every file opened for writing, removed or renamed; the list goes to
-# argv[1] (outside the workdir) when the run ends. Then the real entry point: azjax-train.
+# argv[1] (outside the workdir) when the run ends. Then the real entry point: azjax-train (where
+# STOP_AT_ITERATION is set, the process sends itself a SIGTERM as it saves that iteration).
 CHILD = r"""
 import json
 import os
@@ -51,6 +53,19 @@ def audit(event, args):
 
 
 sys.addaudithook(audit)
+if "STOP_AT_ITERATION" in os.environ:  # this process alone gets a SIGTERM while saving it
+    import signal
+
+    from azjax.checkpoint import Checkpointer
+
+    save = Checkpointer.save
+
+    def stop_while_saving(self, iteration, *args, **kwargs):
+        if iteration == int(os.environ["STOP_AT_ITERATION"]):
+            signal.raise_signal(signal.SIGTERM)
+        save(self, iteration, *args, **kwargs)
+
+    Checkpointer.save = stop_while_saving
 from azjax.cli.train import main
 
 code = main(sys.argv[2:])
@@ -59,11 +74,10 @@ with open(sys.argv[1], "w") as f:
 sys.exit(code)
 """
 
-# Iteration 1, a checkpoint, then iteration 2 after the resume: with a constant learning rate
-# (final_lr_fraction=1) the schedule does not depend on train.iterations, so a run stopped at
-# 1 and resumed to 2 must equal one that trains 2 iterations straight.
+# Two iterations: a run stopped after iteration 1 and resumed must equal one that trains both
+# straight.
 OVERRIDES = [o for o in TINY if not o.startswith("train.iterations")]
-OVERRIDES += ["optim.final_lr_fraction=1.0", "checkpoint.keep=5"]
+OVERRIDES += ["train.iterations=2", "checkpoint.keep=5"]
 TIMEOUT = 240  # seconds per phase; a healthy one takes under a minute on 2 busy cores
 
 
@@ -262,11 +276,10 @@ class Phase:
     def __init__(self, name: str, tmp: pathlib.Path) -> None:
         self.name, self.tmp, self.procs = name, tmp, []
 
-    def start(self, workdir: pathlib.Path, iterations: int, env: dict[str, str]) -> None:
+    def start(self, workdir: pathlib.Path, env: dict[str, str]) -> None:
         i = len(self.procs)
         base = self.tmp / f"{self.name}-{i}"
-        argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet"]
-        argv += [*OVERRIDES, f"train.iterations={iterations}"]
+        argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *OVERRIDES]
         with open(f"{base}.out", "w") as out, open(f"{base}.err", "w") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-c", CHILD, f"{base}.written.json", *argv],
@@ -277,15 +290,16 @@ class Phase:
             )
         self.procs.append((proc, base))
 
-    def wait(self) -> list[dict]:
-        """[{stdout, stderr, written}] of each process; fails naming every process's stderr."""
+    def wait(self, status: int = 0) -> list[dict]:
+        """[{stdout, stderr, written}] of each process; fails naming every process's stderr
+        unless all exit with `status`."""
         deadline, failed = time.monotonic() + TIMEOUT, False
         for proc, _ in self.procs:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 failed = True
-            failed |= proc.returncode != 0
+            failed |= proc.returncode != status
         self.kill()
         results = []
         for proc, base in self.procs:
@@ -315,11 +329,14 @@ class Phase:
         return "\n".join(parts)
 
 
-def start_pair(phase: Phase, workdir: pathlib.Path, iterations: int) -> None:
+def start_pair(phase: Phase, workdir: pathlib.Path, stop_1_at: int | None = None) -> None:
+    """Two processes of one run; process 1 sends itself a SIGTERM saving iteration `stop_1_at`."""
     address = f"127.0.0.1:{_free_port()}"
     for i in range(2):
         env = _env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i))
-        phase.start(workdir, iterations, env)
+        if i == 1 and stop_1_at is not None:
+            env["STOP_AT_ITERATION"] = str(stop_1_at)
+        phase.start(workdir, env)
 
 
 def in_workdir(paths: list[str], workdir: pathlib.Path) -> set[str]:
@@ -390,7 +407,7 @@ class OneProcess:
 
     def __init__(self, workdir: pathlib.Path) -> None:
         self.workdir = workdir
-        argv = [str(workdir), str(TICTACTOE), *OVERRIDES, "train.iterations=2"]
+        argv = [str(workdir), str(TICTACTOE), *OVERRIDES]
         with open(workdir / "out", "w") as out, open(workdir / "err", "w") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", FOUR_DEVICES, *argv],
@@ -442,13 +459,15 @@ def phases(tmp_path):
 def test_two_processes_train_resume_and_match_one_process(tmp_path, phases, one_process):
     workdir = tmp_path / "pod"
 
-    # Phase 1: two processes train iteration 1 and checkpoint it; meanwhile one process with
-    # 4 devices trains both iterations straight (the reference, `one_process`).
+    # Phase 1: two processes train iteration 1; a SIGTERM reaches process 1 alone as they save
+    # it, and both stop once it is saved. Meanwhile one process with 4 devices trains both
+    # iterations straight (the reference, `one_process`).
     first = phases("first")
-    start_pair(first, workdir, iterations=1)
-    p0, p1 = first.wait()
+    start_pair(first, workdir, stop_1_at=1)
+    p0, p1 = first.wait(INTERRUPTED)
     assert "2 process(es)" in p0["stdout"] and "4 cpu device(s)" in p0["stdout"], p0["stdout"]
-    assert p1["stdout"].strip() == "", p1["stdout"]  # the banner and summary: process 0 only
+    assert "interrupted at iteration 1; checkpoint saved" in p0["stdout"], p0["stdout"]
+    assert "process(es)" not in p1["stdout"], p1["stdout"]  # the banner: process 0 only
     assert list_steps(workdir) == [1]
     assert [r["iteration"] for r in read_metrics(workdir / "metrics.jsonl")] == [1]
 
@@ -464,11 +483,11 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, phases, one_
 
     # Phase 2: a new pair resumes from checkpoint 1 and trains iteration 2.
     second = phases("second")
-    start_pair(second, workdir, iterations=2)
+    start_pair(second, workdir)
     q0, q1 = second.wait()
     assert q0["stdout"].count(f"resuming from iteration 1 in {workdir}") == 1, q0["stdout"]
     assert "done: 1 iterations" in q0["stdout"] and "resumed at iteration 1" in q0["stdout"]
-    assert q1["stdout"].strip() == "", q1["stdout"]
+    assert q1["stdout"].strip() == "", q1["stdout"]  # the banner and summary: process 0 only
     others = {p for p in in_workdir(q1["written"], workdir) if not p.startswith("checkpoints/")}
     assert not others, q1["written"]
     assert mine <= in_workdir(q0["written"], workdir), q0["written"]
@@ -513,7 +532,7 @@ def test_a_busy_workdir_stops_every_process(tmp_path, phases):
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}  # alive
     (workdir / "azjax.lock").write_text(json.dumps(holder))
     busy = phases("busy")
-    start_pair(busy, workdir, iterations=1)
+    start_pair(busy, workdir)
     for proc, _ in busy.procs:
         proc.wait(timeout=TIMEOUT)
     errors = [pathlib.Path(f"{base}.err").read_text() for _, base in busy.procs]
