@@ -3,8 +3,9 @@
 Colab's own pieces are stood in for: Google Drive is a temporary folder (`drive.mount` is a
 stub), `/content/azjax` is this checkout (so the notebook's own test skips the clone), the
 `jax[tpu]` install is skipped, and the training command gets overrides that shrink
-`connect4_tpu.yaml` to a CPU-sized run. The training cell runs twice, as after a disconnect:
-the second run resumes on "Drive".
+`connect4_tpu.yaml` to a CPU-sized run of two iterations. (Rerunning the cell after a
+disconnect resumes from "Drive": resuming on any number of devices and processes is checked in
+tests/test_multidevice.py and tests/test_multihost.py.)
 
 The cells run in one interpreter that starts, like the Colab kernel before `pip install -e`,
 unable to import azjax: `python -I -S` (no PYTHONPATH, no current folder, no site-packages
@@ -26,7 +27,7 @@ from azjax.checkpoint import list_steps, load_for_inference
 NOTEBOOK = ROOT / "scripts" / "colab_tpu.ipynb"
 SHRINK = [  # connect4_tpu.yaml (bfloat16, sharded over 8 devices) at a CPU-sized scale
     "--quiet",
-    "network.blocks=1",
+    "network.blocks=0",
     "network.channels=8",
     "search.num_simulations=4",
     "selfplay.batch_size=16",
@@ -55,7 +56,7 @@ for cell in json.load(open(notebook))["cells"]:
         continue
     source = "".join(cell["source"]).replace("from google.colab import drive", "")
     source = source.replace("/content/drive/MyDrive", drive)
-    source = source.replace("/content/azjax", root).replace("GAMES = 100", "GAMES = 4")
+    source = source.replace("/content/azjax", root).replace("GAMES = 100", "GAMES = 2")
     code = []
     for line in source.splitlines() + ["!"]:
         if not line.startswith(("!", "%")):
@@ -66,22 +67,20 @@ for cell in json.load(open(notebook))["cells"]:
         command = line[1:].format(**namespace)
         if line.startswith("%") or not command or command.startswith("pip install"):
             continue
-        commands = [command]
-        if " azjax-train " in command:  # twice, as after a disconnect: the second resumes
+        if " azjax-train " in command:
             trainings += 1
             train = shlex.quote(sys.executable) + " -m azjax.cli.train "
             command = command.replace(" azjax-train ", f" {train}", 1)
-            commands = [f"{command} {' '.join(shrink)} train.iterations={n}" for n in (1, 2)]
-        for command in commands:
-            print("$", command, flush=True)
-            subprocess.run(command, shell=True, check=True)
+            command = f"{command} {' '.join(shrink)} train.iterations=2"
+        print("$", command, flush=True)
+        subprocess.run(command, shell=True, check=True)
 import games  # the last cell imported it in this interpreter: from the checkout
 assert pathlib.Path(games.__file__).is_relative_to(root), games.__file__
 print("trainings", trainings)
 """
 
 
-def test_colab_notebook_trains_resumes_and_evaluates(tmp_path):
+def test_colab_notebook_trains_and_evaluates(tmp_path):
     notebook = json.loads(NOTEBOOK.read_text())
     assert notebook["metadata"]["accelerator"] == "TPU"
     code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
@@ -96,12 +95,11 @@ def test_colab_notebook_trains_resumes_and_evaluates(tmp_path):
     assert result.returncode == 0, output
     assert "trainings 1" in result.stdout, output
     assert "on 8 cpu device(s)" in result.stdout, output
-    assert "resuming from iteration 1" in result.stdout, output
     for opponent in ("random", "greedy", "alphabeta:4"):
         assert f"vs {opponent}: +" in result.stdout, output
 
     workdir = tmp_path / "azjax" / "connect4_tpu"
-    assert list_steps(workdir) == [1, 2]
+    assert list_steps(workdir) == [2]  # checkpoint.every=5: the last iteration's
     log = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in log] == [1, 2] and all(r["train/trained"] for r in log)
     # Parameters trained on 8 devices load for inference on one.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -11,9 +12,10 @@ import pytest
 from helpers import TINY
 from test_train import TICTACTOE, assert_trees_equal
 
+from azjax.checkpoint import Checkpointer
 from azjax.config import ConfigError, load_config
 from azjax.train import train_and_evaluate
-from azjax.trainer import gate, make_trainer
+from azjax.trainer import gate, make_trainer, restore
 
 pytestmark = pytest.mark.xdist_group("train")
 GATED = [*TINY, "gate.every=1", "gate.games=4"]
@@ -61,12 +63,22 @@ def test_gate_promotes_only_a_candidate_that_scores_the_threshold(trainer):
     assert_trees_equal(promoted.best, promoted.params)
 
 
-def test_gated_run_logs_the_gate_and_resumes(tmp_path):
-    config = load_config(TICTACTOE, [*GATED, "train.iterations=2", "checkpoint.every=1"])
+def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
+    config = trainer.config  # two iterations, a checkpoint after each
     out = train_and_evaluate(config, tmp_path, progress=False)
     assert out["iteration"] == 2 and "gate/score" in out and out["gate/promoted"] in (0, 1)
-    longer = load_config(TICTACTOE, [*GATED, "train.iterations=3", "checkpoint.every=1"])
-    assert train_and_evaluate(longer, tmp_path, progress=False)["iteration"] == 3
+    # As if stopped after iteration 1: the run resumes there and reaches the same state, the
+    # best parameters included.
+    with Checkpointer(tmp_path, 3) as checkpointer:
+        _, straight = restore(trainer, checkpointer)
+    shutil.rmtree(tmp_path / "checkpoints" / "2")
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().splitlines(True)[0])
+    out = train_and_evaluate(config, tmp_path, progress=False)
+    assert out["iteration"] == 2 and out["start_iteration"] == 1 and "gate/score" in out
+    with Checkpointer(tmp_path, 3) as checkpointer:
+        _, resumed = restore(trainer, checkpointer)
+    assert_trees_equal(resumed, straight)
 
 
 def test_gate_config_refuses_bad_values():

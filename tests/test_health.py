@@ -16,9 +16,9 @@ from azjax.trainer import make_trainer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAKE_TRAIN = ROOT / "configs" / "chain_reaction.yaml"  # the Makefile's default CONFIG
-# Two seeds: with the heads that went dark (2 units, no LayerNorm), the value output of both ends
-# constant, as did that of seeds 3, 4 and 5 (seed 2 kept its value head alive).
-SEEDS = (0, 1)
+# With the heads that went dark (2 units, no LayerNorm), the value output of seed 0 ends constant,
+# as did that of seeds 1, 3, 4 and 5 (seed 2 kept its value head alive).
+SEED = 0
 ITERATIONS = 5  # the buffer reaches replay.min_size after 2; 3 iterations of 32 steps follow
 
 
@@ -71,27 +71,26 @@ def test_check_network_flags_a_constant_network():
     assert any("policy is the same" in p for p in problems)
 
 
-def test_make_train_recipe_learns_from_every_seed():
-    """The default `make train` config, briefly, from two seeds: the value output varies over
-    the positions and the value loss falls below its level at the first trained iteration."""
+def test_make_train_recipe_keeps_its_value_head_alive_and_learning():
+    """The default `make train` config, briefly: the value output varies over the positions and
+    the value loss falls below its level at the first trained iteration."""
     config = load_config(MAKE_TRAIN, ["eval.every=0", "eval.final_num_games=0"])
     trainer = make_trainer(config)
     # Real training work: compiled optimised (the suite compiles at level 0, which runs it twice
     # as slowly). Level 2 runs it as fast as level 3 and compiles in 12 s instead of 19.
-    iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile(
+    state = trainer.init(jax.random.key(SEED))
+    iterate = trainer.iterate.lower(state).compile(
         compiler_options={"xla_backend_optimization_level": 2}
     )
-    for seed in SEEDS:
-        state = trainer.init(jax.random.key(seed))
-        losses = []
-        for _ in range(ITERATIONS):
-            state, metrics = iterate(state)
-            if bool(metrics["train/trained"]):
-                losses.append(float(metrics["train/value_loss"]))
-        assert len(losses) >= 3, f"seed {seed}: only {len(losses)} iterations trained"
-        value_std, _ = health.output_spread(
-            trainer.network, state.params, trainer.game, jax.random.key(seed)
-        )
-        assert value_std > 0.01, f"seed {seed}: value output constant (std {value_std:.1e})"
-        late = np.mean(losses[-2:])
-        assert late < losses[0] - 0.01, f"seed {seed}: value losses {np.round(losses, 3)}"
+    losses = []
+    for _ in range(ITERATIONS):
+        state, metrics = iterate(state)
+        if bool(metrics["train/trained"]):
+            losses.append(float(metrics["train/value_loss"]))
+    assert len(losses) >= 3, f"only {len(losses)} iterations trained"
+    value_std, _ = health.output_spread(
+        trainer.network, state.params, trainer.game, jax.random.key(SEED)
+    )
+    assert value_std > 0.01, f"value output constant (std {value_std:.1e})"
+    late = np.mean(losses[-2:])
+    assert late < losses[0] - 0.01, f"value losses {np.round(losses, 3)}"

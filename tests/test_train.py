@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -64,10 +65,16 @@ def records(workdir):
     return [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_iterations_end_to_end(tmp_path):
+@pytest.fixture(scope="module")
+def two_iterations(tmp_path_factory):
+    """(config, workdir, final result) of a tiny run of two iterations and a final evaluation."""
+    workdir = tmp_path_factory.mktemp("two_iterations")
     config = load_config(TICTACTOE, [*TINY, "eval.final_num_games=4"])
-    final = train_and_evaluate(config, tmp_path, progress=False)
+    return config, workdir, train_and_evaluate(config, workdir, progress=False)
 
+
+def test_two_iterations_end_to_end(two_iterations):
+    config, tmp_path, final = two_iterations
     log = records(tmp_path)
     assert [r["iteration"] for r in log] == [1, 2, 2] and log[-1]["final"]
     minutes = [r["elapsed_minutes"] for r in log]
@@ -98,28 +105,37 @@ def test_two_iterations_end_to_end(tmp_path):
     assert records(tmp_path) == log
 
 
-def test_iterations_before_training_log_no_losses(tmp_path):
-    overrides = ["replay.min_size=100", "train.iterations=1", "eval.final_num_games=0"]
-    train_and_evaluate(load_config(TICTACTOE, [*TINY, *overrides]), tmp_path, progress=False)
-    (record,) = records(tmp_path)
-    assert record["replay/size"] < 100 and record["train/trained"] is False
-    train_keys = {k for k in record if k.startswith("train/")}
-    assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
-
-
-def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def from_model(two_iterations, tmp_path_factory):
+    """A run of two iterations started from a model file of `two_iterations` (its buffer stays
+    below replay.min_size: no gradient step): (its overrides, model file, workdir, records)."""
     from azjax import export
 
-    first = load_config(TICTACTOE, [*TINY, "train.iterations=1"])
-    train_and_evaluate(first, tmp_path / "a", progress=False)
+    tmp_path = tmp_path_factory.mktemp("from_model")
     model = tmp_path / "a.azjax"
-    export.export_run(tmp_path / "a", model)
-    _, params, _ = export.load_model(model)
-    # No gradient step in the new run (its buffer stays below min_size): its checkpoint holds
-    # the model's parameters, not random ones, and a fresh optimizer.
-    overrides = [*TINY, "train.iterations=1", "replay.min_size=500", f"train.init_from={model}"]
+    export.export_run(two_iterations[1], model)
+    overrides = [*TINY, "replay.min_size=500", f"train.init_from={model}"]
     train_and_evaluate(load_config(TICTACTOE, overrides), tmp_path / "b", progress=False)
-    _, saved = load_for_inference(str(tmp_path / "b"))
+    return overrides, model, tmp_path / "b", records(tmp_path / "b")
+
+
+def test_iterations_before_training_log_no_losses(from_model):
+    _, _, _, log = from_model
+    assert [r["iteration"] for r in log] == [1, 2]
+    for record in log:
+        assert record["replay/size"] < 500 and record["train/trained"] is False
+        train_keys = {k for k in record if k.startswith("train/")}
+        assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
+
+
+def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp_path, capsys):
+    from azjax import export
+
+    overrides, model, run, _ = from_model
+    _, params, _ = export.load_model(model)
+    # No gradient step in the new run: its checkpoint holds the model's parameters, not random
+    # ones, and a fresh optimizer.
+    _, saved = load_for_inference(str(run))
     assert_trees_equal(saved, params)
     fresh = make_trainer(load_config(TICTACTOE, TINY)).init(jax.random.key(0))
     assert not np.allclose(*(jax.tree.leaves(p)[0] for p in (fresh.params, params)))
@@ -136,26 +152,43 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(tmp_path, capsy
     config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
     with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
         make_trainer(config)
-    # Resumed with another model: the run goes on from its checkpoint and keeps, in its
-    # config.yaml and checkpoints, the model it started from, without reading it (gone here).
+    # Resumed with another model (as if stopped after iteration 1): the run goes on from its
+    # checkpoint and keeps, in its config.yaml and checkpoints, the model it started from,
+    # without reading it (gone meanwhile, as from a fresh machine).
+    shutil.rmtree(run / "checkpoints" / "2")
+    (run / "metrics.jsonl").write_text((run / "metrics.jsonl").read_text().splitlines(True)[0])
     capsys.readouterr()
-    model.unlink()
-    resumed = [*TINY, "train.iterations=2", "replay.min_size=500", "train.init_from=zoo:nope"]
-    train_and_evaluate(load_config(TICTACTOE, resumed), tmp_path / "b", progress=False)
-    assert f"train.init_from='zoo:nope' is ignored: the run in {tmp_path / 'b'}" in (
-        capsys.readouterr().err
-    )
-    assert load_config(tmp_path / "b" / "config.yaml").train.init_from == str(model)
-    assert read_config(tmp_path / "b", 2).train.init_from == str(model)
+    gone = model.rename(tmp_path / "moved.azjax")
+    resumed = [*TINY, "replay.min_size=500", "train.init_from=zoo:nope"]
+    train_and_evaluate(load_config(TICTACTOE, resumed), run, progress=False)
+    gone.rename(model)
+    assert f"train.init_from='zoo:nope' is ignored: the run in {run}" in capsys.readouterr().err
+    assert load_config(run / "config.yaml").train.init_from == str(model)
+    assert read_config(run, 2).train.init_from == str(model)
 
 
-def test_a_resumable_model_file_continues_its_run_on_another_machine(tmp_path, capsys):
+# Five iterations on a warming-up learning rate: the run `five_iterations` trains straight in
+# this process, the one SIGKILLed and resumed, and the one continued from a model file.
+FIVE = [*TINY, "train.iterations=5", "optim.warmup_steps=8", "checkpoint.keep=5"]
+
+
+@pytest.fixture(scope="module")
+def five_iterations(tmp_path_factory):
+    """The workdir of an uninterrupted run of FIVE."""
+    workdir = tmp_path_factory.mktemp("five_iterations")
+    train_and_evaluate(load_config(TICTACTOE, FIVE), workdir, progress=False)
+    return workdir
+
+
+def test_a_resumable_model_file_continues_its_run_on_another_machine(
+    five_iterations, tmp_path, capsys
+):
     from azjax import export
     from azjax.replay import replay_newest
     from azjax.trainer import stopped_run
 
-    overrides = [*TINY, "train.iterations=4", "optim.warmup_steps=8"]
-    train_and_evaluate(load_config(TICTACTOE, overrides), tmp_path / "a", progress=False)
+    overrides = FIVE
+    shutil.copytree(five_iterations, tmp_path / "a")
     a = records(tmp_path / "a")
     log = tmp_path / "a" / "metrics.jsonl"  # its last lines lost: the checkpoints' records fill in
     log.write_text(log.read_text().splitlines(True)[0])
@@ -189,7 +222,7 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(tmp_path, c
     train_and_evaluate(config, tmp_path / "b", progress=False)
     assert "continuing the run of" in capsys.readouterr().out
     b = records(tmp_path / "b")
-    assert [r["iteration"] for r in b] == [1, 2, 3, 4]
+    assert [r["iteration"] for r in b] == [1, 2, 3, 4, 5]
     assert b[:2] == a[:2]
     for key in ("train/step", "train/learning_rate"):
         assert [r[key] for r in b[2:]] == [r[key] for r in a[2:]]
@@ -205,8 +238,8 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(tmp_path, c
             resume(trainer, trainer.init(jax.random.key(0), trainer.start), carried)
 
 
-def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
-    overrides = [*TINY, "train.iterations=5"]
+def test_sigkill_then_resume_equals_uninterrupted(five_iterations, tmp_path):
+    overrides = FIVE
     command = [sys.executable, "-m", "azjax.cli.train", "--config", str(TICTACTOE)]
     command += ["--workdir", str(tmp_path), "--quiet", "--cpu-devices", "1", *overrides]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}  # one device, as the run compared with
@@ -227,11 +260,16 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming from iteration {killed_at}" in resumed.stdout, resumed.stdout
     assert list_steps(tmp_path)[-1] == 5
-    assert [r["iteration"] for r in records(tmp_path)] == [1, 2, 3, 4, 5]
+    log = records(tmp_path)
+    assert [r["iteration"] for r in log] == [1, 2, 3, 4, 5]
 
-    trainer, _, state = run_uninterrupted(load_config(TICTACTOE, overrides), 5)
+    # The state and records of the run trained straight in this process.
+    trainer = make_trainer(load_config(TICTACTOE, overrides))
     _, restored = restore_latest(trainer, tmp_path)
-    assert_trees_equal(restored, state)
+    _, straight = restore_latest(trainer, five_iterations)
+    assert_trees_equal(restored, straight)
+    for key in ("train/loss", "train/step", "replay/size"):
+        assert [r[key] for r in log] == [r[key] for r in records(five_iterations)], key
 
 
 def test_evaluation_plays_the_configured_openings(monkeypatch):
