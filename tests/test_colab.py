@@ -5,7 +5,7 @@ stub), `/content/azjax` is this checkout (so the notebook's own test skips the c
 `jax[tpu]` install is skipped, and the training command gets overrides that shrink
 `connect4_tpu.yaml` to a CPU-sized run of two iterations. (Rerunning the cell after a
 disconnect resumes from "Drive": resuming on any number of devices and processes is checked in
-tests/test_multidevice.py and tests/test_multihost.py.)
+tests/test_multihost.py.)
 
 The cells run in one interpreter that starts, like the Colab kernel before `pip install -e`,
 unable to import azjax: `python -I -S` (no PYTHONPATH, no current folder, no site-packages
