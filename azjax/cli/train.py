@@ -10,6 +10,7 @@ import argparse
 import pathlib
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from azjax.cli import (
     FAILED,
@@ -21,6 +22,9 @@ from azjax.cli import (
     use_compilation_cache,
 )
 from azjax.cli.args import load_game_modules
+
+if TYPE_CHECKING:  # JAX starts after the command line is read
+    from azjax.config import Config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +76,18 @@ def _main(argv: list[str] | None) -> int:
     except ConfigError as err:
         return bad_input("azjax-train", f"configuration error: {err}")
     use_compilation_cache()
-    parallel.initialize_distributed()
+    joined = parallel.initialize_distributed()
+    try:
+        return _train(config, args)
+    finally:
+        if joined:  # every process leaves together, before Python tears itself down (left
+            # to exit, process 0 may close the cluster's service while the others still use it)
+            jax.distributed.shutdown()
+
+
+def _train(config: Config, args: argparse.Namespace) -> int:
+    """The run of a checked `config`, on the devices of this process (and its cluster)."""
+    import jax  # started by _main
 
     from azjax.train import TrainingError, train_and_evaluate  # the same
     from azjax.workdir import WorkdirError  # after the CPU devices are set
