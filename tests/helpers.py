@@ -4,6 +4,8 @@ that looks its moves up."""
 from __future__ import annotations
 
 import functools
+import pathlib
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -168,6 +170,14 @@ def write_tiny_run(workdir, steps=(1, 2), game: str = "tictactoe") -> None:
 
 
 @functools.cache
+def stop_after_first_iteration(workdir: pathlib.Path) -> None:
+    """Leave a finished run of two iterations as if it had stopped after the first: checkpoint 2
+    and its record gone."""
+    shutil.rmtree(workdir / "checkpoints" / "2")
+    metrics = workdir / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().splitlines(True)[0])
+
+
 def _oracle_fn(game, table_obs: bytes, shape: tuple, picks: tuple):
     table = jnp.asarray(np.frombuffer(table_obs, np.float32).reshape(shape))
     picks = jnp.asarray(picks, jnp.int32)

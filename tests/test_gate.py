@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import TINY
+from helpers import TINY, stop_after_first_iteration
 from test_train import TICTACTOE, assert_trees_equal
 
 from azjax.checkpoint import Checkpointer
@@ -71,9 +70,7 @@ def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
     # best parameters included.
     with Checkpointer(tmp_path, 3) as checkpointer:
         _, straight = restore(trainer, checkpointer)
-    shutil.rmtree(tmp_path / "checkpoints" / "2")
-    metrics = tmp_path / "metrics.jsonl"
-    metrics.write_text(metrics.read_text().splitlines(True)[0])
+    stop_after_first_iteration(tmp_path)
     out = train_and_evaluate(config, tmp_path, progress=False)
     assert out["iteration"] == 2 and out["start_iteration"] == 1 and "gate/score" in out
     with Checkpointer(tmp_path, 3) as checkpointer:

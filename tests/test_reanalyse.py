@@ -3,10 +3,9 @@ of that state (through the batch's symmetry), and a run with it resumes bit-exac
 
 from __future__ import annotations
 
-import shutil
-
 import jax
 import numpy as np
+from helpers import stop_after_first_iteration
 from test_train import (
     TICTACTOE,
     TINY,
@@ -33,9 +32,7 @@ def test_reanalyse_resumes_exactly_and_equals_a_fresh_search(tmp_path):
     trainer, _, state = run_uninterrupted(config, 2)
     _, straight = restore_latest(trainer, tmp_path)
     assert_trees_equal(straight, state)
-    shutil.rmtree(tmp_path / "checkpoints" / "2")
-    metrics = tmp_path / "metrics.jsonl"
-    metrics.write_text(metrics.read_text().splitlines(True)[0])
+    stop_after_first_iteration(tmp_path)
     assert train_and_evaluate(config, tmp_path, progress=False)["start_iteration"] == 1
     assert [r["iteration"] for r in records(tmp_path)] == [1, 2]
     _, restored = restore_latest(trainer, tmp_path)
