@@ -35,7 +35,7 @@ from azjax.runlog import RunLog, eval_line, postfix, scalars
 from azjax.selfplay import chunk_evaluations
 from azjax.trainer import evaluate as arena_evaluate
 from azjax.trainer import gate as arena_gate
-from azjax.trainer import make_trainer, restore, resume
+from azjax.trainer import make_trainer, restore, resume, starting_point
 from azjax.workdir import StopRequest, WorkdirLock
 
 Array = jax.Array
@@ -135,11 +135,10 @@ class _Session:
             config = _first_init_from(config, checkpointer)
         self.config, self.checkpointer = config, checkpointer
         # A resumed run starts from its checkpoint: the model file it started from is not read
-        # (a previous piece's model may be gone from a fresh machine).
-        unread = dataclasses.replace(config.train, init_from="")
-        self.trainer = make_trainer(
-            dataclasses.replace(config, train=unread) if resuming else config
-        )
+        # (a previous piece's model may be gone from a fresh machine). A first start reads it
+        # before any compiling, so that a bad one stops the run at once.
+        start, carried = (None, None) if resuming else starting_point(config)
+        self.trainer = make_trainer(config)
         self.iteration, saved = 0, []
         if resuming:
             self.iteration, self.state = restore(self.trainer, checkpointer)
@@ -147,8 +146,7 @@ class _Session:
             if jax.process_index() == 0:
                 print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
         else:
-            self.state = self.trainer.init(jax.random.key(config.train.seed), self.trainer.start)
-            carried = self.trainer.continuation
+            self.state = self.trainer.init(jax.random.key(config.train.seed), start)
             if carried is not None:  # a model file of a stopped run: continue that run
                 self.iteration, self.state = resume(self.trainer, self.state, carried)
                 saved = json.loads(carried["records"])

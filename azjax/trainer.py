@@ -76,8 +76,6 @@ class Trainer:
     config: Config
     mesh: Mesh
     init: Callable[[Array, Params | None], TrainState]  # jitted, placed on the mesh
-    start: Params | None  # `train.init_from`'s parameters, for `init`
-    continuation: dict[str, Any] | None  # `train.init_from`'s, when its model file has one
     iterate: Callable[[TrainState], tuple[TrainState, dict]]  # jitted, donates the state
     shardings: TrainState
     abstract: TrainState
@@ -99,8 +97,10 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
 
 def starting_point(config: Config) -> tuple[Params | None, dict[str, Any] | None]:
     """The parameters of `train.init_from` (any model source, see azjax.model), float32 numpy
-    arrays, and its model file's continuation; (None, None) when it is unset. ConfigError naming
-    the value when the model cannot be read or was trained for another game or network shape."""
+    arrays for `Trainer.init`, and its model file's continuation for `resume`; (None, None) when
+    it is unset. ConfigError naming the value when the model cannot be read or was trained for
+    another game or network shape. `make_trainer` reads no model: a fresh run calls this first,
+    a resumed one never (its starting model may be gone)."""
     source = config.train.init_from
     if not source:
         return None, None
@@ -129,7 +129,6 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
     devices = mesh.devices.size
     game = config.game.make()
     network = make_network(game, config.network)
-    start, continuation = starting_point(config)
     evaluate = network_evaluator(network)
     reanalysed = round(config.train.reanalyse_fraction * config.train.batch_size)
     as_states = reanalysed > 0 or stores_states(game)  # positions kept as States
@@ -220,8 +219,6 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         config=config,
         mesh=mesh,
         init=jax.jit(init, out_shardings=shardings),
-        start=start,
-        continuation=continuation,
         iterate=jax.jit(
             iterate,
             in_shardings=(shardings,),
@@ -325,12 +322,8 @@ def _compact(x: np.ndarray) -> np.ndarray:
 def stopped_run(workdir: str | pathlib.Path, step: int | None, positions: int) -> dict[str, Any]:
     """The `continuation` of checkpoint `step` (the newest when None) of the run in `workdir`,
     with its metrics records up to that iteration (JSON text under "records")."""
-    config = read_config(workdir, step)
-    config = dataclasses.replace(  # what continuing needs: no opponents, no starting model
-        config,
-        eval=dataclasses.replace(config.eval, opponents=()),
-        train=dataclasses.replace(config.train, init_from=""),
-    )
+    config = read_config(workdir, step)  # without opponents: a continuation plays none
+    config = dataclasses.replace(config, eval=dataclasses.replace(config.eval, opponents=()))
     trainer = make_trainer(config)
     with Checkpointer(workdir, config.checkpoint.keep, owner=False) as checkpointer:
         iteration, state = restore(trainer, checkpointer, step)

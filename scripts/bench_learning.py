@@ -51,7 +51,7 @@ from azjax.config import (
 )
 from azjax.metrics import read_metrics
 from azjax.network import make_network
-from azjax.trainer import gate, make_trainer
+from azjax.trainer import gate, make_trainer, starting_point
 
 MISTAKES = "mistakes"  # a point's Pons keys: "<agent>/mistakes <group>"
 
@@ -184,22 +184,30 @@ class Referee:
 def runs(path: str, config: Config, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Train `config` (read from `path`) once per seed (one compilation), each for the budget."""
     referee = Referee(config, args.games, args.solver_set, args.pons)
+    first = starting_point(config)[0]  # `train.init_from`'s parameters (None: random ones)
     trainer = make_trainer(config)
     start = time.perf_counter()
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()
     compile_seconds = time.perf_counter() - start
     for seed in args.seeds:
         seeded = dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed))
-        record = run(path, seeded, trainer, iterate, referee, args)
+        record = run(path, seeded, trainer, first, iterate, referee, args)
         yield {**record, "compile_seconds": compile_seconds}
 
 
 def run(
-    path: str, config: Config, trainer: Any, iterate: Any, referee: Referee, args: Any
+    path: str,
+    config: Config,
+    trainer: Any,
+    first: Any,
+    iterate: Any,
+    referee: Referee,
+    args: Any,
 ) -> dict[str, Any]:
-    """Train from `config.train.seed` for the budget; the evaluation points."""
+    """Train from `config.train.seed` (and the parameters `first`, when given) for the budget;
+    the evaluation points."""
     seed = config.train.seed
-    state = trainer.init(jax.random.key(seed), trainer.start)
+    state = trainer.init(jax.random.key(seed), first)
     eval_key = jax.random.key(seed + 1)
     gate_key = jax.random.key(seed + 2)
 

@@ -103,7 +103,7 @@ from azjax.config import load_config
 from azjax.replay import make_sampler
 from azjax.loss import make_train_step
 from azjax.train import train_and_evaluate
-from azjax.trainer import make_trainer, restore, resume, stopped_run
+from azjax.trainer import make_trainer, restore, resume, starting_point, stopped_run
 
 jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # as tests/conftest.py
@@ -227,8 +227,9 @@ assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
 piece = workdir / "piece.azjax"
 export.export_run(workdir / "two", piece, 1, continuation=stopped_run(workdir / "two", 1, 10**6))
 carried = dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=str(piece)))
+start, continuation = starting_point(carried)
 continuing = make_trainer(carried)
-iteration, went_on = resume(continuing, continuing.init(jax.random.key(9)), continuing.continuation)
+iteration, went_on = resume(continuing, continuing.init(jax.random.key(9), start), continuation)
 assert iteration == 1 and went_on.buffer.shards == 4
 assert went_on.buffer.stored.value.sharding.spec == PartitionSpec("data")
 assert positions(went_on.buffer) == positions(moved.buffer)

@@ -23,7 +23,7 @@ from azjax.config import ConfigError, load_config
 from azjax.loss import l2_penalty, learning_rate_schedule, loss_fn, make_optimizer
 from azjax.replay import make_sampler
 from azjax.train import train_and_evaluate
-from azjax.trainer import evaluate, make_trainer, restore, resume
+from azjax.trainer import evaluate, make_trainer, restore, resume, starting_point
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
@@ -148,10 +148,10 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp
     ):
         config = load_config(TICTACTOE, [*overrides, *bad])
         with pytest.raises(ConfigError, match=f"train.init_from=.*{words}"):
-            make_trainer(config)
+            starting_point(config)
     config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
     with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
-        make_trainer(config)
+        starting_point(config)
     # Resumed with another model (as if stopped after iteration 1): the run goes on from its
     # checkpoint and keeps, in its config.yaml and checkpoints, the model it started from,
     # without reading it (gone meanwhile, as from a fresh machine).
@@ -198,12 +198,12 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
     assert saving.is_dir()  # an export reads the run and leaves its saves alone
     saving.rmdir()
     config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}"])
+    start, carried = starting_point(config)
     trainer = make_trainer(config)
     checkpointer = Checkpointer(tmp_path / "a", 3)
     _, at_two = restore(make_trainer(load_config(TICTACTOE, overrides)), checkpointer, 2)
     checkpointer.close()
-    fresh = trainer.init(jax.random.key(7), trainer.start)
-    iteration, state = resume(trainer, fresh, trainer.continuation)
+    iteration, state = resume(trainer, trainer.init(jax.random.key(7), start), carried)
     assert iteration == 2 and int(state.step) == int(at_two.step) > 0
     rounded = jax.tree.map(  # moments in bfloat16, the schedule's place exact
         lambda x: x.astype(jnp.bfloat16).astype(x.dtype) if x.dtype == jnp.float32 else x,
@@ -228,13 +228,13 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
 
     # Nothing left to train, or state that does not fit the config: refused, naming the value.
     with pytest.raises(ConfigError, match=r"stopped at iteration 2: set train\.iterations above"):
-        make_trainer(
+        starting_point(
             load_config(TICTACTOE, [*overrides, "train.iterations=2", f"train.init_from={piece}"])
         )
     for part in ("opt_state", "replay"):
-        carried = {**trainer.continuation, part: trainer.continuation[part][1:]}
+        cut = {**carried, part: carried[part][1:]}
         with pytest.raises(ConfigError, match=r"train\.init_from=.*piece\.azjax.*does not fit"):
-            resume(trainer, trainer.init(jax.random.key(0), trainer.start), carried)
+            resume(trainer, trainer.init(jax.random.key(0), start), cut)
 
 
 def test_sigkill_then_resume_equals_uninterrupted(five_iterations, tmp_path):

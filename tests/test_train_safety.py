@@ -1,5 +1,6 @@
 """Training refuses what it cannot do well, up front, in one line: a busy or unusable workdir,
-bad opponents, non-finite numbers; and survives signals, lost records and finished runs."""
+bad opponents or starting model, non-finite numbers; and survives signals, lost records and
+finished runs."""
 
 from __future__ import annotations
 
@@ -88,13 +89,21 @@ def test_an_unusable_workdir_is_one_line(tmp_path, capsys, where):
     assert "Traceback" not in err
 
 
-def test_opponents_are_checked_before_training(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ("eval.opponents=[random, search:{tmp}/none]", r"eval\.opponents\[1\]=.*no checkpoint in"),
+        ("train.init_from={tmp}/none.azjax", r"train\.init_from=.*none\.azjax"),
+    ],
+    ids=["opponents", "init_from"],
+)
+def test_bad_opponents_or_starting_model_stop_before_training(tmp_path, monkeypatch, bad, error):
     def no_compiling(*args, **kwargs):
-        raise AssertionError("the trainer was built before the opponents were checked")
+        raise AssertionError("the trainer was built before its opponents and model were checked")
 
     monkeypatch.setattr(parallel, "make_mesh", no_compiling)
-    config = load_config(TICTACTOE, [*TINY, f"eval.opponents=[random, search:{tmp_path}/none]"])
-    with pytest.raises(ConfigError, match=r"eval\.opponents\[1\]=.*no checkpoint in"):
+    config = load_config(TICTACTOE, [*TINY, bad.replace("{tmp}", str(tmp_path))])
+    with pytest.raises(ConfigError, match=error):
         train_and_evaluate(config, tmp_path / "run", progress=False)
     assert list_steps(tmp_path / "run") == []
 
