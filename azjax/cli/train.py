@@ -10,8 +10,10 @@ import argparse
 import pathlib
 import sys
 import time
-from typing import TYPE_CHECKING
 
+import jax  # already loaded before --help: the game modules import it
+
+from azjax import parallel
 from azjax.cli import (
     FAILED,
     INTERRUPTED,
@@ -22,9 +24,8 @@ from azjax.cli import (
     use_compilation_cache,
 )
 from azjax.cli.args import load_game_modules
-
-if TYPE_CHECKING:  # JAX starts after the command line is read
-    from azjax.config import Config
+from azjax.config import Config, ConfigError, load_config
+from azjax.workdir import WorkdirError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,11 +60,6 @@ def _main(argv: list[str] | None) -> int:
     load_game_modules("azjax-train")
     # overrides may stand before, between or after the options
     args = _parser().parse_intermixed_args(argv)
-    import jax  # after --help
-
-    from azjax import parallel  # the same
-    from azjax.config import ConfigError, load_config  # the same
-
     try:  # configuration errors stop the run before JAX touches a device
         # the CPU devices are set from the unchecked sizes: checking makes the game, and making
         # a pgx game imports pgx, which starts JAX's backends (one CPU device ever after)
@@ -87,10 +83,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _train(config: Config, args: argparse.Namespace) -> int:
     """The run of a checked `config`, on the devices of this process (and its cluster)."""
-    import jax  # started by _main
-
-    from azjax.train import TrainingError, train_and_evaluate  # the same
-    from azjax.workdir import WorkdirError  # after the CPU devices are set
+    from azjax.train import TrainingError, train_and_evaluate  # Orbax loads slowly: not for --help
 
     devices = jax.devices()
     if jax.process_index() == 0:
