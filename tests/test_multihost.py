@@ -271,30 +271,28 @@ def _ours(stdout: str) -> str:
     )
 
 
-class Phase:
-    """Processes of one training phase, started together; `wait()` checks they all succeed."""
+class Processes:
+    """Child processes started together, each `python -c SCRIPT ARGS...` in the repository with
+    its stdout and stderr in files under `tmp`; `wait(status)` checks they all exit with it."""
 
-    def __init__(self, name: str, tmp: pathlib.Path) -> None:
-        self.name, self.tmp, self.procs = name, tmp, []
+    def __init__(self, name: str, tmp: pathlib.Path, timeout: float = TIMEOUT) -> None:
+        self.name, self.tmp, self.timeout, self.procs = name, tmp, timeout, []
 
-    def start(self, workdir: pathlib.Path, env: dict[str, str]) -> None:
-        i = len(self.procs)
-        base = self.tmp / f"{self.name}-{i}"
-        argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *OVERRIDES]
+    def start(self, script: str, args: list[str], env: dict[str, str]) -> None:
+        """One more process; "{files}" in `args` stands for the prefix of its files."""
+        base = self.tmp / f"{self.name}-{len(self.procs)}"
+        argv = [a.replace("{files}", str(base)) for a in args]
         with open(f"{base}.out", "w") as out, open(f"{base}.err", "w") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-c", CHILD, f"{base}.written.json", *argv],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=err,
+                [sys.executable, "-c", script, *argv], cwd=ROOT, env=env, stdout=out, stderr=err
             )
         self.procs.append((proc, base))
 
     def wait(self, status: int = 0) -> list[dict]:
-        """[{stdout, stderr, written}] of each process; fails naming every process's stderr
-        unless all exit with `status`."""
-        deadline, failed = time.monotonic() + TIMEOUT, False
+        """[{returncode, stdout, stderr, written}] of each process (written: the list CHILD
+        leaves in {files}.written.json); fails naming every process's output unless all exit
+        with `status` within `timeout` seconds."""
+        deadline, failed = time.monotonic() + self.timeout, False
         for proc, _ in self.procs:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -323,21 +321,22 @@ class Phase:
                 proc.wait()
 
     def report(self, results: list[dict]) -> str:
-        parts = [f"phase {self.name} failed (timeout {TIMEOUT} s):"]
+        parts = [f"{self.name} failed (timeout {self.timeout} s):"]
         for i, r in enumerate(results):
             parts.append(f"--- process {i}: exit {r['returncode']}\nstdout:\n{r['stdout'][-3000:]}")
             parts.append(f"stderr:\n{r['stderr'][-6000:]}")
         return "\n".join(parts)
 
 
-def start_pair(phase: Phase, workdir: pathlib.Path, stop_1_at: int | None = None) -> None:
+def start_pair(phase: Processes, workdir: pathlib.Path, stop_1_at: int | None = None) -> None:
     """Two processes of one run; process 1 sends itself a SIGTERM saving iteration `stop_1_at`."""
     address = f"127.0.0.1:{_free_port()}"
+    argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *OVERRIDES]
     for i in range(2):
         env = _env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i))
         if i == 1 and stop_1_at is not None:
             env["STOP_AT_ITERATION"] = str(stop_1_at)
-        phase.start(workdir, env)
+        phase.start(CHILD, ["{files}.written.json", *argv], env)
 
 
 def in_workdir(paths: list[str], workdir: pathlib.Path) -> set[str]:
@@ -403,52 +402,30 @@ def test_initialize_distributed_names_a_bad_variable(monkeypatch):
         parallel.initialize_distributed()
 
 
-class OneProcess:
-    """FOUR_DEVICES, running in the background in `workdir`."""
-
-    def __init__(self, workdir: pathlib.Path) -> None:
-        self.workdir = workdir
-        argv = [str(workdir), str(TICTACTOE), *OVERRIDES]
-        with open(workdir / "out", "w") as out, open(workdir / "err", "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", FOUR_DEVICES, *argv],
-                cwd=ROOT,
-                env=_env(4),
-                stdout=out,
-                stderr=err,
-            )
-
-    def wait(self) -> pathlib.Path:
-        """The workdir of its straight run, once the script succeeded."""
-        try:
-            self.proc.wait(timeout=900)
-        finally:
-            self.kill()
-        out, err = ((self.workdir / name).read_text() for name in ("out", "err"))
-        assert self.proc.returncode == 0 and "OK" in out, out + err
-        return self.workdir / "four"
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
-    """FOUR_DEVICES, started once for the module (beside the pairs of processes)."""
-    process = OneProcess(tmp_path_factory.mktemp("one_process"))
-    yield process
+    """FOUR_DEVICES, started once for the module (beside the pairs of processes); calling this
+    waits for its checks and gives the workdir of its straight run."""
+    tmp = tmp_path_factory.mktemp("one_process")
+    process = Processes("four_devices", tmp, timeout=900)
+    process.start(FOUR_DEVICES, [str(tmp), str(TICTACTOE), *OVERRIDES], _env(4))
+
+    def wait() -> pathlib.Path:
+        (result,) = process.wait()
+        assert "OK" in result["stdout"], process.report([result])
+        return tmp / "four"
+
+    yield wait
     process.kill()
 
 
 @pytest.fixture
 def phases(tmp_path):
-    """`phases(name)` makes a Phase; processes still running at the end are killed."""
+    """`phases(name)` makes the Processes of a phase; those still running at the end are killed."""
     made = []
 
-    def make(name: str) -> Phase:
-        made.append(Phase(name, tmp_path))
+    def make(name: str) -> Processes:
+        made.append(Processes(name, tmp_path))
         return made[-1]
 
     yield make
@@ -500,7 +477,7 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, phases, one_
     assert (workdir / "config.yaml").read_text().count("iterations: 2") == 1
 
     # The same run as one process on 4 devices: the same losses and parameters.
-    single = one_process.wait()
+    single = one_process()
     expected = json.loads((single / "straight.json").read_text())
     for got, want in zip(records, expected, strict=True):
         for key in ("train/loss", "train/policy_loss", "train/value_loss", "replay/size"):
@@ -522,7 +499,7 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, phases, one_
 
 @pytest.mark.xdist_group("multihost")
 def test_four_devices_train_like_one_and_resume_on_any_device_count(one_process):
-    one_process.wait()  # FOUR_DEVICES's own checks
+    one_process()  # FOUR_DEVICES's own checks
 
 
 def test_a_busy_workdir_stops_every_process(tmp_path, phases):
@@ -534,10 +511,7 @@ def test_a_busy_workdir_stops_every_process(tmp_path, phases):
     (workdir / "azjax.lock").write_text(json.dumps(holder))
     busy = phases("busy")
     start_pair(busy, workdir)
-    for proc, _ in busy.procs:
-        proc.wait(timeout=TIMEOUT)
-    errors = [pathlib.Path(f"{base}.err").read_text() for _, base in busy.procs]
-    assert [proc.returncode for proc, _ in busy.procs] == [1, 1], errors
-    assert f"is in use by another run (process {os.getpid()}" in errors[0], errors[0]
-    assert f"process 0 could not lock workdir {workdir}" in errors[1], errors[1]
+    p0, p1 = busy.wait(1)
+    assert f"is in use by another run (process {os.getpid()}" in p0["stderr"], p0["stderr"]
+    assert f"process 0 could not lock workdir {workdir}" in p1["stderr"], p1["stderr"]
     assert json.loads((workdir / "azjax.lock").read_text()) == holder  # left alone
