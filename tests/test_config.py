@@ -102,6 +102,8 @@ def test_overrides_do_not_mutate_their_input():
         ("network.channels=0", "network.channels"),
         ("search.algorithm=alphazero", "search.algorithm"),
         ("selfplay.full_search_prob=1.5", "selfplay.full_search_prob"),
+        ("selfplay.value_target=zq", "selfplay.value_target"),
+        ("selfplay.value_mix=2", "selfplay.value_mix"),
         ("replay.min_size=1000000", "replay.min_size"),
         ("optim.optimizer=sgd", "optim.optimizer"),  # retired
         ("optim.learning_rate=-1", "optim.learning_rate"),
