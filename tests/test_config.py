@@ -164,7 +164,11 @@ def test_unreadable_and_malformed_files(tmp_path):
         load_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("game: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML") as refused:
+        load_config(bad)
+    assert "\n" not in str(refused.value)  # the CLI's one line on stderr
+    bad.write_text("game:\n  name: a: b\n")
+    with pytest.raises(ConfigError, match=r"not allowed here at line 2, column 10$"):
         load_config(bad)
     with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
         load_config(TICTACTOE, ["search.num_simulations"])
