@@ -336,6 +336,7 @@ def test_eval_refuses_options_its_mode_would_ignore(capsys):
             ["--round-robin", "random,greedy", "--positions", "p.json"],
             "--positions applies to --solver only",
         ),
+        (["--solver", "random"], "--games applies to --a, --round-robin and --ladder only"),
     ]:
         assert evaluate.main([*argv, *ttt]) == 2
         assert capsys.readouterr().err.strip() == f"azjax-eval: {message}"

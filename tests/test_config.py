@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pathlib
+import shlex
 
 import pytest
 
+from azjax import export
 from azjax.cli.train import main as train_main
 from azjax.config import (
     CheckpointConfig,
@@ -25,7 +27,8 @@ from azjax.network import NetworkConfig
 from azjax.search import SearchConfig
 from azjax.selfplay import SelfPlayConfig
 
-CONFIGS = sorted((pathlib.Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 TICTACTOE = next(p for p in CONFIGS if p.stem == "tictactoe")
 
 
@@ -34,6 +37,36 @@ def test_the_promised_configs_exist():
     expected = {"tictactoe", "connect4", "connect4_gpu", "connect4_tpu", "othello", "othello6"}
     expected |= {"dots_and_boxes", "chain_reaction", "chain_reaction_gpu"}
     assert expected <= names
+
+
+def _recipe(command: str) -> tuple[pathlib.Path, list[str]]:
+    """The config file and overrides of the last training step of a card's command line
+    (`azjax-train --config X ... KEY=VALUE`, or `make train [CONFIG=X] [ARGS="KEY=VALUE ..."]`)."""
+    steps = [s.split() for s in command.split("#")[0].split("&&")]
+    words = shlex.split(" ".join(next(s for s in reversed(steps) if "export" not in s[0])))
+    if words[:2] == ["make", "train"]:
+        named = dict(w.split("=", 1) for w in words[2:])
+        config = named.get("CONFIG", "configs/chain_reaction.yaml")  # the Makefile's default
+        return ROOT / config, named.get("ARGS", "").split()
+    assert words[0] == "azjax-train", command
+    overrides = [w for w in words if "=" in w and not w.startswith("-")]
+    return ROOT / words[words.index("--config") + 1], overrides
+
+
+@pytest.mark.parametrize(
+    "model", sorted((ROOT / "azjax/zoo").glob("*.azjax")), ids=lambda p: p.stem
+)
+def test_every_zoo_recipe_still_trains_its_models_config(model):
+    """A zoo card's command, run today, trains with the model's config: a config (or the base
+    it inherits from) changed after the model was made must keep that model's values."""
+    path, overrides = _recipe(export.read_card(model)["command"])
+    ours, theirs = (
+        config_to_dict(load_config(path, overrides)),
+        config_to_dict(export.read_config(model)),
+    )
+    for section in ("eval", "checkpoint"):  # neither changes the parameters trained
+        del ours[section], theirs[section]
+    assert ours == theirs
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -102,6 +135,8 @@ def test_overrides_do_not_mutate_their_input():
         ("network.channels=0", "network.channels"),
         ("search.algorithm=alphazero", "search.algorithm"),
         ("selfplay.full_search_prob=1.5", "selfplay.full_search_prob"),
+        ("selfplay.value_target=zq", "selfplay.value_target"),
+        ("selfplay.value_mix=2", "selfplay.value_mix"),
         ("replay.min_size=1000000", "replay.min_size"),
         ("optim.optimizer=sgd", "optim.optimizer"),  # retired
         ("optim.learning_rate=-1", "optim.learning_rate"),
@@ -129,7 +164,11 @@ def test_unreadable_and_malformed_files(tmp_path):
         load_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("game: [unclosed\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML") as refused:
+        load_config(bad)
+    assert "\n" not in str(refused.value)  # the CLI's one line on stderr
+    bad.write_text("game:\n  name: a: b\n")
+    with pytest.raises(ConfigError, match=r"not allowed here at line 2, column 10$"):
         load_config(bad)
     with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
         load_config(TICTACTOE, ["search.num_simulations"])

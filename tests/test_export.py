@@ -128,6 +128,11 @@ def test_unreadable_model_files_are_named(run, tmp_path):
         (["RUN", "--out", "m.azjax", "--strength", "x.json"], "--strength needs --card-only"),
         (["MODEL", "--out", "again.azjax"], "is already a model file"),
         (["MODEL", "--format", "onnx", "--step", "1", "--out", "m.onnx"], "--step is for a run"),
+        (["MODEL", "--card-only", "--out", "copy.azjax"], "--out does not apply to --card-only"),
+        (["MODEL", "--card-only", "--step", "1"], "--step does not apply to --card-only"),
+        (["MODEL", "--card-only", "--dtype", "bfloat16"], "--dtype does not apply to --card-only"),
+        (["RUN", "--out", "m.azjax", "--batch", "4"], "--batch is for --format onnx"),
+        (["MODEL", "--format", "onnx", "--out", "m.onnx", "--dtype", "bfloat16"], "--dtype is for"),
     ],
 )
 def test_command_line_refusals(run, tmp_path, capsys, monkeypatch, args, message):

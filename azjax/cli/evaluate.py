@@ -37,6 +37,7 @@ from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
 GAME_BATCH = 32  # games a match plays at once unless --batch says otherwise
+GAMES = 100  # games per match unless --games says otherwise
 Outcome = tuple[dict, Callable[[], object]]  # (the --json data, what prints the results)
 
 
@@ -70,8 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
     add_game_arguments(parser, default="the game of the checkpoint or zoo model played")
-    parser.add_argument("--games", type=int, default=100, help="games per match (default 100)")
-    parser.add_argument("--opening-moves", type=int, default=0, help="random plies to start")
+    parser.add_argument("--games", type=int, help=f"games per match (default {GAMES})")
+    parser.add_argument("--opening-moves", type=int, help="random plies to start (default 0)")
     parser.add_argument(
         "--batch",
         type=int,
@@ -102,21 +103,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Options that only one mode reads: given with another, they would be silently ignored.
+# Options that only some modes read: given with another, they would be silently ignored.
+MATCHES = ("a", "round_robin", "ladder")
 MODE_OPTIONS = {
-    "b": "a",
-    "baselines": "ladder",
-    "kind": "ladder",
-    "steps": "ladder",
-    "png": "ladder",
-    "positions": "solver",
+    "b": ("a",),
+    "baselines": ("ladder",),
+    "kind": ("ladder",),
+    "steps": ("ladder",),
+    "png": ("ladder",),
+    "positions": ("solver",),
+    "games": MATCHES,
+    "opening_moves": MATCHES,
 }
 
 
 def _check_mode_options(args: argparse.Namespace) -> None:
-    for option, mode in MODE_OPTIONS.items():
-        if getattr(args, option) is not None and getattr(args, mode) is None:
-            raise UsageError(f"--{option} applies to --{mode} only")
+    for option, modes in MODE_OPTIONS.items():
+        if getattr(args, option) is not None and all(getattr(args, m) is None for m in modes):
+            names = [f"--{name.replace('_', '-')}" for name in (option, *modes)]
+            where = names[1] if len(modes) == 1 else f"{', '.join(names[1:-1])} and {names[-1]}"
+            raise UsageError(f"{names[0]} applies to {where} only")
+    args.games = GAMES if args.games is None else args.games
+    args.opening_moves = args.opening_moves or 0
 
 
 def _nonempty(text: str, option: str) -> str:
@@ -447,7 +455,7 @@ def _main(argv: list[str] | None) -> int:
         if value is not None and value < 1:
             print(f"azjax-eval: {option} must be >= 1, got {value}", file=sys.stderr)
             return 2
-    if args.opening_moves < 0:
+    if args.opening_moves is not None and args.opening_moves < 0:
         print(
             f"azjax-eval: --opening-moves must be >= 0, got {args.opening_moves}", file=sys.stderr
         )

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--card-only",
         action="store_true",
-        help="RUN is a model file: rewrite its card (NAME.card.json), filing any --strength",
+        help="SOURCE is a model file: rewrite its card (NAME.card.json), filing any --strength",
     )
     parser.add_argument(
         "--strength",
@@ -102,6 +102,23 @@ def _source(args: argparse.Namespace) -> str:
     if source.step is not None:
         raise ValueError(f"{args.source} names its step already: drop --step {args.step}")
     return f"{source.path}@{args.step}"
+
+
+def _misplaced(args: argparse.Namespace) -> str | None:
+    """The first option given that this export would ignore, saying why; None if none."""
+    if args.card_only:  # SOURCE's card is rewritten in place
+        given = {"--out": args.out, "--step": args.step, "--batch": args.batch}
+        given["--dtype"] = args.dtype if args.dtype != "float32" else None
+        given["--format"] = args.format if args.format != "azjax" else None
+        for option, value in given.items():
+            if value is not None:
+                return f"{option} does not apply to --card-only, which rewrites SOURCE's own card"
+        return None
+    if args.batch is not None and args.format != "onnx":
+        return "--batch is for --format onnx (a model file holds no batch size)"
+    if args.dtype != "float32" and args.format == "onnx":
+        return "--dtype is for a model file: ONNX stores and computes in float32"
+    return None
 
 
 def _card_only(args: argparse.Namespace) -> None:
@@ -192,6 +209,8 @@ def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.strength and not args.card_only:
         return bad_input("azjax-export", "--strength needs --card-only")
+    if misplaced := _misplaced(args):
+        return bad_input("azjax-export", misplaced)
     use_compilation_cache()
     try:
         if args.simulations is not None:
