@@ -23,7 +23,11 @@ from azjax import parallel
 
 
 class WorkdirError(ValueError):
-    """A workdir that training cannot use: not a writable directory, or in use by another run."""
+    """A workdir that training cannot use: not a writable directory."""
+
+
+class WorkdirInUse(RuntimeError):
+    """A workdir another run holds (or, on a multi-host run, one process 0 could not lock)."""
 
 
 LOCK_FILE = "azjax.lock"
@@ -44,7 +48,7 @@ def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
 class WorkdirLock:
     """`with WorkdirLock(workdir):` holds `workdir/azjax.lock`, naming this process and host.
 
-    Another run's lock is refused with WorkdirError, unless stale: its process is no longer
+    Another run's lock is refused with WorkdirInUse, unless stale: its process is no longer
     running on this host, and the lock is taken over. Creating the lock also proves the
     workdir writable. On a multi-host run only process 0 holds it."""
 
@@ -59,10 +63,10 @@ class WorkdirLock:
         if jax.process_index() == 0:
             try:
                 self._acquire()
-            except WorkdirError as err:
+            except (WorkdirError, WorkdirInUse) as err:
                 refused = err
         if parallel.any_process(refused is not None):  # every process stops, not only 0
-            raise refused or WorkdirError(f"process 0 could not lock workdir {self.workdir}")
+            raise refused or WorkdirInUse(f"process 0 could not lock workdir {self.workdir}")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -101,12 +105,12 @@ class WorkdirLock:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _busy(self, holder: dict | None) -> WorkdirError:
+    def _busy(self, holder: dict | None) -> WorkdirInUse:
         if holder is None:
             who = f"another run (its lock {self.path} is unreadable)"
         else:
             who = f"another run (process {holder['pid']} on {holder['host']})"
-        return WorkdirError(
+        return WorkdirInUse(
             f"workdir {self.workdir} is in use by {who}; stop that run or use another "
             f"--workdir (if no run uses it, delete {self.path})"
         )

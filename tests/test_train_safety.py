@@ -23,7 +23,7 @@ from azjax.cli.train import main as train_main
 from azjax.cli.train import summary
 from azjax.config import ConfigError, load_config
 from azjax.train import train_and_evaluate
-from azjax.workdir import LOCK_FILE, WorkdirError, WorkdirLock
+from azjax.workdir import LOCK_FILE, WorkdirInUse, WorkdirLock
 
 pytestmark = pytest.mark.xdist_group("train")
 
@@ -49,7 +49,7 @@ def lines(text: str) -> list[str]:
 
 def test_a_busy_workdir_is_refused_before_training(tmp_path, capsys):
     write_lock(tmp_path, os.getppid())  # a live process of this host holds it
-    with pytest.raises(WorkdirError, match=f"in use by another run \\(process {os.getppid()} "):
+    with pytest.raises(WorkdirInUse, match=f"in use by another run \\(process {os.getppid()} "):
         train_and_evaluate(load_config(TICTACTOE, TINY), tmp_path, progress=False)
     assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "metrics.jsonl").exists()
 
@@ -62,7 +62,7 @@ def test_the_lock_names_its_owner_and_stale_locks_are_taken_over(tmp_path, capsy
     with WorkdirLock(tmp_path):
         owner = json.loads((tmp_path / LOCK_FILE).read_text())
         assert owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()
-        with pytest.raises(WorkdirError, match="in use"), WorkdirLock(tmp_path):
+        with pytest.raises(WorkdirInUse, match="in use"), WorkdirLock(tmp_path):
             pass  # a second trainer, even in the same process
     assert not (tmp_path / LOCK_FILE).exists()
 
@@ -72,10 +72,10 @@ def test_the_lock_names_its_owner_and_stale_locks_are_taken_over(tmp_path, capsy
     assert "taking over the lock" in capsys.readouterr().out
 
     write_lock(tmp_path, dead_pid(), host="another-host")  # cannot tell: refused
-    with pytest.raises(WorkdirError, match="another-host"), WorkdirLock(tmp_path):
+    with pytest.raises(WorkdirInUse, match="another-host"), WorkdirLock(tmp_path):
         pass
     (tmp_path / LOCK_FILE).write_text('{"pid": 1')  # being written by a starting run
-    with pytest.raises(WorkdirError, match="unreadable"), WorkdirLock(tmp_path):
+    with pytest.raises(WorkdirInUse, match="unreadable"), WorkdirLock(tmp_path):
         pass
 
 
@@ -85,8 +85,10 @@ def test_an_unusable_workdir_is_one_line(tmp_path, capsys, where):
     workdir = tmp_path / "file" if where == "file" else tmp_path / "file" / "run"
     code = train_main(["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *TINY])
     err = capsys.readouterr().err
-    assert code == 1 and len(lines(err)) == 1 and str(workdir) in err, err
+    assert code == 2 and len(lines(err)) == 1 and str(workdir) in err, err  # bad input
     assert "Traceback" not in err
+    if where == "file":
+        assert err == f"azjax-train: workdir {workdir} is a file, expected a directory\n"
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from azjax.cli import (
 )
 from azjax.cli.args import load_game_modules
 from azjax.config import Config, ConfigError, load_config
-from azjax.workdir import WorkdirError
+from azjax.workdir import WorkdirError, WorkdirInUse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,7 +95,9 @@ def _train(config: Config, args: argparse.Namespace) -> int:
     start, existed = time.perf_counter(), pathlib.Path(args.workdir).exists()
     try:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
-    except (OSError, WorkdirError) as err:  # unusable, or another run's: left as it is
+    except WorkdirError as err:  # not a writable directory: left as it is
+        return bad_input("azjax-train", str(err))
+    except (OSError, WorkdirInUse) as err:  # a full disk, or another run's: left as it is
         print(f"azjax-train: {err}", file=sys.stderr)
         return FAILED
     except TrainingError as err:
