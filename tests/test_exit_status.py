@@ -3,6 +3,7 @@ with one line on stderr, before anything is compiled and without a traceback."""
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 import subprocess
 import sys
@@ -29,6 +30,19 @@ BAD_INPUT_CASES = [
     ("azjax-export", ["{tmp}/none", "--out", "{tmp}/model.azjax"], "none"),
 ]
 
+# (command, arguments argparse refuses, what the line names)
+USAGE_CASES = [
+    (
+        "azjax-train",
+        ["--config", str(TICTACTOE)],
+        "the following arguments are required: --workdir",
+    ),
+    ("azjax-eval", ["--game", "tictactoe", "--a", "random", "--b", "random", "--seed", "-1"], "-1"),
+    ("azjax-play", ["--game", "tictactoe", "--as", "third"], "invalid choice: 'third'"),
+    ("azjax-serve", ["--port", "70000"], "70000"),
+    ("azjax-export", ["runs/x", "--dtype", "float16"], "invalid choice: 'float16'"),
+]
+
 
 def _module(command: str) -> str:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -39,6 +53,7 @@ def test_the_statuses_are_the_documented_ones():
     assert (OK, FAILED, BAD_INPUT, INTERRUPTED) == (0, 1, 2, 130)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert {command for command, _, _ in BAD_INPUT_CASES} == set(scripts)  # every command
+    assert {command for command, _, _ in USAGE_CASES} == set(scripts)
 
 
 @pytest.mark.parametrize(
@@ -59,3 +74,14 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, command, args, named):
     assert len(lines) == 1 and lines[0].startswith(f"{command}: "), proc.stderr
     assert named in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()  # a refused run leaves no empty workdir behind
+
+
+@pytest.mark.parametrize(("command", "args", "named"), USAGE_CASES, ids=[c[0] for c in USAGE_CASES])
+def test_a_bad_command_line_is_one_line_and_status_2(command, args, named, capsys):
+    """argparse's refusals too: one line, without argparse's usage block."""
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(_module(command)).main(args)
+    assert exit_info.value.code == BAD_INPUT
+    out, err = capsys.readouterr()
+    assert not out and err.endswith(f"; see {command} --help\n"), err
+    assert len(err.splitlines()) == 1 and err.startswith(f"{command}: ") and named in err, err

@@ -1,12 +1,24 @@
-"""Checks of values only the command lines take (the server's port); the checks shared with the
-scripts and the browser server (seeds, files, game sizes) are in `azjax.checks`."""
+"""What the command lines share in reading their arguments: the parser, the game modules and
+the values only they take (the server's port); the checks shared with the scripts and the
+browser server (seeds, files, game sizes) are in `azjax.checks`."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import NoReturn
 
 import games
 from azjax.checks import argparse_type
+from azjax.cli import bad_input
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, refusing a bad command line in one line with the status of bad input
+    (argparse's own prints its usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(bad_input(self.prog, f"{message}; see {self.prog} --help"))
 
 
 def check_port(value: object, name: str = "port") -> int:

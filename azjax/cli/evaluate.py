@@ -32,7 +32,7 @@ from tqdm import tqdm
 import games
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import INTERRUPTED, check_interrupt, run_command, use_compilation_cache
-from azjax.cli.args import load_game_modules
+from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
@@ -46,7 +46,7 @@ class UsageError(ValueError):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="azjax-eval",
         description="Play agents against each other, rate checkpoints, measure perfect play.",
         epilog=__doc__.split("\n\n")[1],

@@ -21,14 +21,14 @@ import sys
 from collections.abc import Sequence
 
 from azjax.cli import INTERRUPTED, OK, bad_input, run_command, use_compilation_cache
-from azjax.cli.args import load_game_modules
+from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
 
 RESUMABLE_POSITIONS = 100_000  # replay positions a resumable model file carries by default
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="azjax-export",
         description="Export a trained network as a portable model file or as ONNX.",
         epilog=__doc__.split("\n\n")[1],

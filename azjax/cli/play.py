@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import games
 from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command
-from azjax.cli.args import load_game_modules
+from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
 from games import IllegalMoveError
 
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _main(argv: Sequence[str] | None) -> None:
     load_game_modules("azjax-play")
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="azjax-play",
         description=__doc__.split("\n\n")[0],
         epilog=_epilog(),

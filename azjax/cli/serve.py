@@ -11,7 +11,6 @@ The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import sys
@@ -19,7 +18,7 @@ from collections.abc import Sequence
 
 import games
 from azjax.cli import bad_input, run_command, use_compilation_cache
-from azjax.cli.args import load_game_modules, port_arg
+from azjax.cli.args import ArgumentParser, load_game_modules, port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -30,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _main(argv: Sequence[str] | None) -> int | None:
     load_game_modules("azjax-serve")
-    parser = argparse.ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--runs", help="folder searched for checkpoints (default runs, when there is one)"
     )

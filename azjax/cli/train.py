@@ -23,13 +23,13 @@ from azjax.cli import (
     stopped,
     use_compilation_cache,
 )
-from azjax.cli.args import load_game_modules
+from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.config import Config, ConfigError, load_config
 from azjax.workdir import WorkdirError, WorkdirInUse
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="azjax-train",
         description="Train an AlphaZero agent; resumes from the newest checkpoint in --workdir.",
     )
