@@ -24,6 +24,8 @@ MODEL_SUFFIX = ".azjax"  # an exported model file (azjax.export)
 MAX_SIMULATIONS = 100_000  # a search tree holds SIMS + 1 nodes per game, on the device
 MAX_DEPTH = 64  # alpha-beta keeps a stack of DEPTH positions
 MAX_STEP = 2**31 - 1  # checkpoint iterations are int32 on the device
+# STEP and SIMS: whatever follows the last "@" or ":" past the last "/", an integer or not
+STEP_TAIL, SIMS_TAIL = r"(.*)@([^/@]*)", r"(.*):([^/:]*)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +91,7 @@ def parse_source(text: str) -> Source:
             raise ValueError(f"bad model source {text!r}: zoo needs a model NAME; got {name!r}")
         return Source("zoo", name)
     path, step = text, None
-    match = re.fullmatch(r"(.*)@(\d+)", text)
+    match = re.fullmatch(STEP_TAIL, text)
     if match:
         path, step_text = match.groups()
         step, why = _bounded(step_text, 0, MAX_STEP, "STEP")
@@ -130,12 +132,12 @@ def parse_spec(spec: str) -> Spec:
         return Spec(kind, number=number_of(rest, "SIMS", MAX_SIMULATIONS))
     number = None
     if kind in ("search", "zoo"):
-        match = re.fullmatch(r"(.*):(\d+)", rest)
+        match = re.fullmatch(SIMS_TAIL, rest)
         if match:
             rest, number = match.group(1), number_of(match.group(2), "SIMS", MAX_SIMULATIONS)
     if kind in ("policy", "search"):
         step = None
-        match = re.fullmatch(r"(.*)@(\d+)", rest)
+        match = re.fullmatch(STEP_TAIL, rest)
         if match:
             rest, step = match.group(1), number_of(match.group(2), "STEP", MAX_STEP, 0)
         if not rest:

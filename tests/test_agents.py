@@ -284,7 +284,9 @@ def test_spec_parsing():
     assert agents.parse_spec("search:runs/x@120:64") == agents.Spec(
         "search", number=64, workdir="runs/x", step=120
     )
-    assert agents.parse_spec("policy:runs/a@b") == agents.Spec("policy", workdir="runs/a@b")
+    assert agents.parse_spec("policy:runs/a@b/") == agents.Spec("policy", workdir="runs/a@b/")
+    with pytest.raises(ValueError, match="policy needs an integer >= 0 STEP, got 'b'"):
+        agents.parse_spec("policy:runs/a@b")  # without the slash, b stands where STEP does
     assert agents.parse_spec("search:runs/x") == agents.Spec("search", workdir="runs/x")
 
 

@@ -119,6 +119,16 @@ def test_bad_sources_are_named(sources, tmp_path, text, message):
         ("search:runs/x:0", "search needs a positive integer SIMS"),
         ("alphabeta:65", "alphabeta needs DEPTH <= 64"),
         ("policy:runs/x@99999999999", "policy needs STEP <= 2147483647"),
+        # not integers: named as the STEP or SIMS they stand for, not taken into the path
+        ("search:runs/x@abc", "search needs an integer >= 0 STEP, got 'abc'"),
+        ("search:runs/x:abc", "search needs a positive integer SIMS, got 'abc'"),
+        ("search:runs/x@abc:8", "search needs an integer >= 0 STEP, got 'abc'"),
+        ("search:runs/x@", "search needs an integer >= 0 STEP, got ''"),
+        ("policy:runs/x@1.5", "policy needs an integer >= 0 STEP, got '1.5'"),
+        ("zoo:tictactoe:abc", "zoo needs a positive integer SIMS, got 'abc'"),
+        ("policy-zoo:tictactoe:8", "policy-zoo needs a zoo model NAME .* got 'tictactoe:8'"),
+        ("mcts:many", "mcts needs a positive integer SIMS, got 'many'"),
+        ("alphabeta:x", "alphabeta needs a positive integer DEPTH, got 'x'"),
     ],
 )
 def test_spec_numbers_are_bounded_where_parsed(spec, message):
@@ -126,6 +136,10 @@ def test_spec_numbers_are_bounded_where_parsed(spec, message):
         specs.parse_spec(spec)
     assert specs.parse_spec("mcts:100000").number == specs.MAX_SIMULATIONS
     assert specs.parse_spec("policy:runs/x@0").step == 0
+    assert specs.parse_spec("search:runs/a@b:c/x:8") == specs.Spec("search", 8, "runs/a@b:c/x")
+    with pytest.raises(ValueError, match="@STEP needs an integer >= 0 STEP, got 'abc'"):
+        specs.parse_source("runs/x@abc")
+    assert specs.parse_source("runs/a@b/x") == specs.Source("run", "runs/a@b/x")
 
 
 def test_huge_simulation_counts_stop_the_commands_with_one_line(sources, tmp_path, capsys):
