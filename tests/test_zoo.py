@@ -138,6 +138,18 @@ def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, caps
     assert "zoo model c4 was trained on connect4" in capsys.readouterr().err
 
 
+def test_azjax_eval_lists_one_games_zoo_models(tmp_path, capsys):
+    listing = tmp_path / "zoo.json"
+    assert evaluate.main(["--zoo", "--game", "connect4", "--json", str(listing)]) == 0
+    *rows, wrote = capsys.readouterr().out.splitlines()
+    assert [row.split()[0] for row in rows] == ["name", "c4"] and wrote == f"wrote {listing}"
+    assert [c["name"] for c in json.loads(listing.read_text())["zoo"]] == ["c4"]
+    assert evaluate.main(["--zoo", "--game", "tictactoe"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("tictactoe ")
+    assert evaluate.main(["--zoo", "--game", "othello", "--size", "size=6"]) == 0
+    assert capsys.readouterr().out.startswith("the zoo has no othello size=6 model (")
+
+
 def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
     assert session.default_opponent(TTT) == "zoo:tictactoe"
     other_size = games.make("chain_reaction", rows=6, cols=9)  # the zoo's model is 5x5

@@ -10,6 +10,7 @@
     azjax-eval --solver greedy --game dots_and_boxes    # the same on Dots and Boxes 3x3
     azjax-eval --solver policy-zoo:tictactoe            # every Tic-Tac-Toe position
     azjax-eval --zoo                                    # the trained models shipped with azjax
+    azjax-eval --zoo --game othello                     # those of one game (--size: one size)
 
 Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
 policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS] (an exported
@@ -70,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
     parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
-    add_game_arguments(parser, default="the game of the checkpoint or zoo model played")
+    add_game_arguments(
+        parser, default="the game of the checkpoint or zoo model played; --zoo: every game"
+    )
     parser.add_argument("--games", type=int, help=f"games per match (default {GAMES})")
     parser.add_argument("--opening-moves", type=int, help="random plies to start (default 0)")
     parser.add_argument(
@@ -438,10 +441,20 @@ def _solver(args: argparse.Namespace) -> Outcome:
     return data, lambda: print(text)
 
 
-def _zoo() -> Outcome:
+def _zoo(args: argparse.Namespace) -> Outcome:
     from azjax import zoo  # flax, mctx, orbax: deferred so that --help answers at once
 
-    return {"zoo": [zoo.card(name) for name in zoo.names()]}, lambda: print(zoo.table())
+    found, text = zoo.names(), None
+    if args.game is not None:  # that game's models, of every size unless --size names one
+        game = games.make(args.game, **parse_size(args.size, args.game))
+        if args.size is None:
+            found = [name for name in found if zoo.card(name)["game"]["name"] == args.game]
+        else:
+            found = zoo.names(game)
+        if not found:
+            size = f" {args.size}" if args.size else ""
+            text = f"the zoo has no {args.game}{size} model ({zoo.directory()})"
+    return {"zoo": [zoo.card(name) for name in found]}, lambda: print(text or zoo.table(found))
 
 
 def main(argv: list[str] | None = None) -> int | None:
@@ -475,7 +488,7 @@ def _main(argv: list[str] | None) -> int:
         elif args.ladder is not None:
             data, show = _ladder(args)
         elif args.zoo:
-            data, show = _zoo()
+            data, show = _zoo(args)
         else:
             data, show = _solver(args)
     except (ValueError, FileNotFoundError) as err:  # bad specs, games, sizes, checkpoints

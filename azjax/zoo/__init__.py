@@ -70,10 +70,11 @@ def default(game: games.Game) -> str | None:
     return next((name for name in found if name == game.name), found[0] if found else None)
 
 
-def table() -> str:
-    """The zoo as a text table: name, game, size, iteration and strength figures."""
+def table(models: list[str] | None = None) -> str:
+    """The zoo's `models` (default all) as a text table: name, game, size, iteration and
+    strength figures."""
     rows = []
-    for name in names():
+    for name in names() if models is None else models:
         c = card(name)
         size = ",".join(f"{k}={v}" for k, v in sorted(c["game"]["kwargs"].items())) or "-"
         rows.append((name, c["game"]["name"], size, str(c["iteration"]), headline(c)))
