@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -38,6 +40,7 @@ CHILD = r"""
 import json
 import os
 import sys
+import time
 
 written = set()
 
@@ -71,6 +74,7 @@ from azjax.cli.train import main
 code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as f:
     json.dump(sorted(written), f)
+print(f"main returned at {time.time():.1f}", file=sys.stderr, flush=True)
 sys.exit(code)
 """
 
@@ -79,6 +83,7 @@ sys.exit(code)
 OVERRIDES = [o for o in TINY if not o.startswith("train.iterations")]
 OVERRIDES += ["train.iterations=2", "checkpoint.keep=5"]
 TIMEOUT = 240  # seconds per phase; a healthy one takes under a minute on 2 busy cores
+SLOW_EXIT = 20  # seconds from `main` returning to the process exiting, before a warning
 
 
 # One interpreter with 4 devices: an iteration on the mesh, a train step equal on 1 and 4
@@ -292,13 +297,13 @@ class Processes:
         """[{returncode, stdout, stderr, written}] of each process (written: the list CHILD
         leaves in {files}.written.json); fails naming every process's output unless all exit
         with `status` within `timeout` seconds."""
-        deadline, failed = time.monotonic() + self.timeout, False
-        for proc, _ in self.procs:
-            try:
-                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                failed = True
-            failed |= proc.returncode != status
+        deadline, exited = time.monotonic() + self.timeout, {}
+        while len(exited) < len(self.procs) and time.monotonic() < deadline:
+            for i, (proc, _) in enumerate(self.procs):
+                if i not in exited and proc.poll() is not None:
+                    exited[i] = time.time()
+            time.sleep(0.05)
+        failed = any(proc.poll() != status for proc, _ in self.procs)
         self.kill()
         results = []
         for proc, base in self.procs:
@@ -312,6 +317,7 @@ class Processes:
                 }
             )
         assert not failed, self.report(results)
+        _warn_slow_exits(self.name, results, exited)
         return results
 
     def kill(self) -> None:
@@ -326,6 +332,19 @@ class Processes:
             parts.append(f"--- process {i}: exit {r['returncode']}\nstdout:\n{r['stdout'][-3000:]}")
             parts.append(f"stderr:\n{r['stderr'][-6000:]}")
         return "\n".join(parts)
+
+
+def _warn_slow_exits(name: str, results: list[dict], exited: dict[int, float]) -> None:
+    """Warn (in the CI log) when a process exited long after its `main` returned: a hang at
+    interpreter exit (once seen: 150 s) that no failure would otherwise show."""
+    for i, r in enumerate(results):
+        returned = re.search(r"main returned at ([0-9.]+)", r["stderr"])
+        if returned and exited[i] - float(returned.group(1)) > SLOW_EXIT:
+            warnings.warn(
+                f"{name}: process {i} exited {exited[i] - float(returned.group(1)):.0f} s after "
+                f"its main returned; stderr tail:\n{r['stderr'][-2000:]}",
+                stacklevel=2,
+            )
 
 
 def start_pair(phase: Processes, workdir: pathlib.Path, stop_1_at: int | None = None) -> None:
