@@ -71,23 +71,23 @@ def test_hidden_information_refused(env_id):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["azjax-eval", "--a", "random", "--b", "random", "--game", "pgx:kuhn_poker"],
+        ["azjax.cli.evaluate", "--a", "random", "--b", "random", "--game", "pgx:kuhn_poker"],
         [
-            "azjax-train",
+            "azjax.cli.train",
             "--config",
             "configs/pgx_tic_tac_toe.yaml",
             "--workdir",
             "{tmp}",
             "game.name=pgx:kuhn_poker",
         ],
-        ["azjax-serve", "--games", "pgx:kuhn_poker", "--port", "0"],
+        ["azjax.cli.serve", "--games", "pgx:kuhn_poker", "--port", "0"],
     ],
     ids=["eval", "train", "serve"],
 )
 def test_hidden_information_refused_by_the_command_lines(argv, tmp_path):
-    """Each tool stops with one line naming the environment: exit status 2 (bad input)."""
-    bin_dir = os.path.dirname(sys.executable)
-    command = [os.path.join(bin_dir, argv[0]), *(a.format(tmp=tmp_path / "run") for a in argv[1:])]
+    """Each tool stops with one line naming the environment: exit status 2 (bad input). Run as
+    `python -m`, so that an interpreter without azjax installed (its console scripts) runs it."""
+    command = [sys.executable, "-m", *(a.format(tmp=tmp_path / "run") for a in argv)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 2, done.stderr
