@@ -76,13 +76,9 @@ class SelfPlayConfig:
             "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
             "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
             "opening_moves": (self.opening_moves >= 0, ">= 0"),
-            "value_target": (
-                self.value_target in targets.VALUE_TARGETS,
-                f"one of {', '.join(targets.VALUE_TARGETS)}",
-            ),
-            "value_mix": (0.0 <= self.value_mix <= 1.0, "in [0, 1]"),
         }
         check_fields("selfplay", self, checks)
+        targets.check_value_target(self.value_target, self.value_mix)
 
 
 @struct.dataclass

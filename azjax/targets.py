@@ -26,11 +26,13 @@ positions) is left.
 from __future__ import annotations
 
 import functools
+import types
 
 import jax
 import jax.numpy as jnp
 
 from azjax.types import Examples, Trajectory
+from azjax.validation import check_fields
 from games.core import State
 
 Array = jax.Array
@@ -38,13 +40,14 @@ VALUE_TARGETS = ("z", "q", "mix")
 
 
 def check_value_target(value_target: str, value_mix: float) -> None:
-    """Raise a clear ValueError for an unknown value target or a mix weight outside [0, 1]."""
-    if value_target not in VALUE_TARGETS:
-        raise ValueError(
-            f"value_target must be one of {', '.join(VALUE_TARGETS)}, got {value_target!r}"
-        )
-    if not 0.0 <= value_mix <= 1.0:
-        raise ValueError(f"value_mix must be in [0, 1], got {value_mix!r}")
+    """ValueError naming `selfplay.value_target` (the config key that sets it) when unknown, or
+    `selfplay.value_mix` outside [0, 1]."""
+    given = types.SimpleNamespace(value_target=value_target, value_mix=value_mix)
+    checks = {
+        "value_target": (value_target in VALUE_TARGETS, f"one of {', '.join(VALUE_TARGETS)}"),
+        "value_mix": (0.0 <= value_mix <= 1.0, "in [0, 1]"),
+    }
+    check_fields("selfplay", given, checks)
 
 
 def _backup(trajectory: Trajectory, reward: Array, discount: Array) -> tuple[Array, Array]:

@@ -126,8 +126,6 @@ def _check_mode_options(args: argparse.Namespace) -> None:
             names = [f"--{name.replace('_', '-')}" for name in (option, *modes)]
             where = names[1] if len(modes) == 1 else f"{', '.join(names[1:-1])} and {names[-1]}"
             raise UsageError(f"{names[0]} applies to {where} only")
-    args.games = GAMES if args.games is None else args.games
-    args.opening_moves = args.opening_moves or 0
 
 
 def _nonempty(text: str, option: str) -> str:
@@ -478,6 +476,8 @@ def _main(argv: list[str] | None) -> int:
         if args.size is not None and args.game is None:
             raise UsageError("--size needs --game (the game it sizes)")
         _check_mode_options(args)
+        args.games = GAMES if args.games is None else args.games  # unset, to tell given options
+        args.opening_moves = args.opening_moves or 0
         for option, path in (("--json", args.json), ("--png", args.png)):
             if path is not None:  # before the games, so that their results are never lost
                 _check_output(path, option)
