@@ -106,6 +106,19 @@ def parse_source(text: str) -> Source:
     return Source("run", path, step)
 
 
+def _no_simulations(kind: str, head: str, tail: str) -> str:
+    """Why a `policy` or `policy-zoo` spec ending in `:tail` is refused, and what was meant."""
+    searched = {"policy": "search", "policy-zoo": "zoo"}[kind]
+    if re.fullmatch(r"\d+", tail):
+        meant = f"{searched}:{head}:{tail} searches with {tail} simulations"
+        why = f"{kind} takes no SIMS, got {tail}; {meant}"
+    else:
+        why = f"{kind} takes no SIMS, got {tail!r} after the last ':'"
+    if kind == "policy":
+        why += f" (a WORKDIR named {head}:{tail} is written {head}:{tail}/)"
+    return why
+
+
 def parse_spec(spec: str) -> Spec:
     """Parse an agent spec; ValueError naming the bad part and the accepted forms."""
     if not isinstance(spec, str) or not spec.strip():
@@ -131,10 +144,12 @@ def parse_spec(spec: str) -> Spec:
     if kind == "mcts":
         return Spec(kind, number=number_of(rest, "SIMS", MAX_SIMULATIONS))
     number = None
-    if kind in ("search", "zoo"):
-        match = re.fullmatch(SIMS_TAIL, rest)
-        if match:
-            rest, number = match.group(1), number_of(match.group(2), "SIMS", MAX_SIMULATIONS)
+    zoo = "zoo:" if kind in ("policy", "search") and rest.startswith("zoo:") else ""  # a SOURCE
+    match = re.fullmatch(SIMS_TAIL, rest.removeprefix(zoo))
+    if match and kind in ("search", "zoo"):
+        rest, number = zoo + match.group(1), number_of(match.group(2), "SIMS", MAX_SIMULATIONS)
+    elif match and kind in ("policy", "policy-zoo"):
+        raise bad(_no_simulations(kind, zoo + match.group(1), match.group(2)))
     if kind in ("policy", "search"):
         step = None
         match = re.fullmatch(STEP_TAIL, rest)

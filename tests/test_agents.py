@@ -288,6 +288,11 @@ def test_spec_parsing():
     with pytest.raises(ValueError, match="policy needs an integer >= 0 STEP, got 'b'"):
         agents.parse_spec("policy:runs/a@b")  # without the slash, b stands where STEP does
     assert agents.parse_spec("search:runs/x") == agents.Spec("search", workdir="runs/x")
+    # policy takes no SIMS: a trailing :N is refused naming the search that takes it, and a
+    # WORKDIR truly named x:8 is reached with a trailing slash, as x@y is
+    with pytest.raises(ValueError, match="policy takes no SIMS, got 8; search:runs/x:8 searches"):
+        agents.parse_spec("policy:runs/x:8")
+    assert agents.parse_spec("policy:runs/x:8/") == agents.Spec("policy", workdir="runs/x:8/")
 
 
 def test_missing_checkpoint_is_refused(tmp_path):

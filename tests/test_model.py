@@ -126,7 +126,12 @@ def test_bad_sources_are_named(sources, tmp_path, text, message):
         ("search:runs/x@", "search needs an integer >= 0 STEP, got ''"),
         ("policy:runs/x@1.5", "policy needs an integer >= 0 STEP, got '1.5'"),
         ("zoo:tictactoe:abc", "zoo needs a positive integer SIMS, got 'abc'"),
-        ("policy-zoo:tictactoe:8", "policy-zoo needs a zoo model NAME .* got 'tictactoe:8'"),
+        # policy and policy-zoo take no SIMS: a trailing :N is refused, not taken into the name
+        ("policy-zoo:tictactoe:8", "policy-zoo takes no SIMS, got 8; zoo:tictactoe:8 searches"),
+        ("policy:runs/x@3:8", "policy takes no SIMS, got 8; search:runs/x@3:8 searches"),
+        ("policy:zoo:ttt:8", "policy takes no SIMS, got 8; search:zoo:ttt:8 searches"),
+        ("policy:x.azjax:abc", "policy takes no SIMS, got 'abc' after the last ':'"),
+        ("policy-zoo:tictactoe:", "policy-zoo takes no SIMS, got '' after the last ':'"),
         ("mcts:many", "mcts needs a positive integer SIMS, got 'many'"),
         ("alphabeta:x", "alphabeta needs a positive integer DEPTH, got 'x'"),
     ],
@@ -137,9 +142,21 @@ def test_spec_numbers_are_bounded_where_parsed(spec, message):
     assert specs.parse_spec("mcts:100000").number == specs.MAX_SIMULATIONS
     assert specs.parse_spec("policy:runs/x@0").step == 0
     assert specs.parse_spec("search:runs/a@b:c/x:8") == specs.Spec("search", 8, "runs/a@b:c/x")
+    # a zoo SOURCE's colon is not a SIMS one
+    assert specs.parse_spec("policy:zoo:ttt").source == "zoo:ttt"
+    assert specs.parse_spec("search:zoo:ttt") == specs.Spec("search", None, "zoo:ttt")
+    assert specs.parse_spec("search:zoo:ttt:8") == specs.Spec("search", 8, "zoo:ttt")
     with pytest.raises(ValueError, match="@STEP needs an integer >= 0 STEP, got 'abc'"):
         specs.parse_source("runs/x@abc")
     assert specs.parse_source("runs/a@b/x") == specs.Source("run", "runs/a@b/x")
+
+
+def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp_path):
+    named = shutil.copytree(sources["run"], tmp_path / "ttt:8@3")  # a directory, not SIMS or STEP
+    agent = agents.make(f"policy:{named}/", TTT)
+    assert agent.name == f"policy:{named}/@2"  # a name that reads back as the same checkpoint
+    with pytest.raises(ValueError, match=r"policy takes no SIMS, got '8@3' .* written .*ttt:8@3/"):
+        agents.make(f"policy:{named}", TTT)
 
 
 def test_huge_simulation_counts_stop_the_commands_with_one_line(sources, tmp_path, capsys):
