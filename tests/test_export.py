@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import write_tiny_run
 
-from azjax import checkpoint, export, onnx_export
+from azjax import checkpoint, export, onnx_export, zoo
 from azjax.card import card_path, headline
 from azjax.cli.export import main
 from azjax.config import Config, GameConfig, config_to_dict
@@ -131,18 +131,25 @@ def test_unreadable_model_files_are_named(run, tmp_path):
         (["MODEL", "--card-only", "--out", "copy.azjax"], "--out does not apply to --card-only"),
         (["MODEL", "--card-only", "--step", "1"], "--step does not apply to --card-only"),
         (["MODEL", "--card-only", "--dtype", "bfloat16"], "--dtype does not apply to --card-only"),
+        (
+            ["zoo:m0", "--card-only", "--device", "1 GPU"],
+            "would rewrite the card of the installed zoo model zoo:m0",
+        ),
         (["RUN", "--out", "m.azjax", "--batch", "4"], "--batch is for --format onnx"),
         (["MODEL", "--format", "onnx", "--out", "m.onnx", "--dtype", "bfloat16"], "--dtype is for"),
     ],
 )
 def test_command_line_refusals(run, tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(zoo.ENV, str(tmp_path))  # zoo:m0 is MODEL
     (tmp_path / "EMPTY").mkdir()
     export.export_run(run, tmp_path / "m0.azjax")
+    card = card_path(tmp_path / "m0.azjax").read_text()
     names = {"RUN": str(run), "MODEL": "m0.azjax"}
     assert main([names.get(a, a) for a in args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("azjax-export: ") and message in err, err
+    assert err.count("\n") == 1 and card_path(tmp_path / "m0.azjax").read_text() == card
 
 
 def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):

@@ -256,10 +256,14 @@ def test_azjax_export_takes_every_kind_of_source(sources, tmp_path, capsys):
     assert "names its step already: drop --step 1" in capsys.readouterr().err
     assert export_cli.main([f"{run}@1", "--out", str(tmp_path / "one.azjax")]) == 0
     assert export.read_card(tmp_path / "one.azjax")["iteration"] == 1
-    assert export_cli.main(["--card-only", "zoo:ttt", "--device", "2 CPU cores"]) == 0
+    before = zoo.card("ttt")
+    assert export_cli.main(["--card-only", "zoo:ttt", "--device", "2 CPU cores"]) == 2
+    assert "copy" in capsys.readouterr().err and zoo.card("ttt") == before  # refused, untouched
+    zoo_file = str(model.model_file("zoo:ttt"))  # how figures are filed in the zoo
+    assert export_cli.main(["--card-only", zoo_file, "--device", "2 CPU cores"]) == 0
     assert zoo.card("ttt")["device"] == "2 CPU cores"
     assert export_cli.main(["--card-only", run]) == 2
-    assert "--card-only needs a model file or zoo:NAME" in capsys.readouterr().err
+    assert "--card-only needs a model file, not the run" in capsys.readouterr().err
 
 
 def test_train_init_from_takes_every_kind_of_source(sources):

@@ -6,6 +6,7 @@
     azjax-export zoo:connect4 --format onnx --out connect4.onnx      # from a run or a model
     azjax-export --card-only connect4.azjax --strength match.json    # file azjax-eval figures
     azjax-export --card-only connect4.azjax --simulations 512        # its default search
+    azjax-export --card-only azjax/zoo/NAME.azjax --strength m.json  # a zoo model's (not zoo:NAME)
 
 A model file holds the parameters, the run's config and a model card, also written beside it as
 NAME.card.json (see azjax.export); `azjax.export.load_model` reads it without orbax or the run.
@@ -37,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "source",
         metavar="SOURCE",
-        help=f"a run, WORKDIR[@STEP]; for ONNX and --card-only any model: {SOURCE_HELP}",
+        help=f"a run, WORKDIR[@STEP]; for ONNX any model: {SOURCE_HELP}; for --card-only a "
+        "model file (FILE.azjax, also a zoo's file: zoo:NAME is refused)",
     )
     parser.add_argument("--step", type=int, help="checkpoint iteration (default: the newest)")
     parser.add_argument("--out", type=pathlib.Path, help="NAME.azjax, or NAME.onnx for ONNX")
@@ -127,8 +129,12 @@ def _card_only(args: argparse.Namespace) -> None:
 
     file = model.model_file(args.source)
     if file is None:
-        raise ValueError(f"--card-only needs a model file or zoo:NAME, not the run {args.source}")
-    args.source = str(file)  # zoo:NAME: its file in the zoo's folder
+        raise ValueError(f"--card-only needs a model file, not the run {args.source}")
+    if parse_source(args.source).kind == "zoo":  # an easy slip: the installed model's own card
+        raise ValueError(
+            f"--card-only would rewrite the card of the installed zoo model {args.source}; "
+            f"copy {file} out and give the copy, or give {file} itself to file figures in the zoo"
+        )
     card = export.read_card(args.source)
     if args.command is not None or args.device is not None:
         card = export.set_provenance(args.source, args.command, args.device)
