@@ -8,6 +8,7 @@ ask it to finish its iteration, write a checkpoint and stop (`StopRequest`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import pathlib
@@ -23,7 +24,12 @@ from azjax import parallel
 
 
 class WorkdirError(ValueError):
-    """A workdir that training cannot use: not a writable directory."""
+    """A workdir that training cannot use, by the path given: not a directory, not this user's
+    to write, a name the file system refuses."""
+
+
+class WorkdirFailure(OSError):
+    """A workdir the machine fails to provide: a full disk, an I/O error, a read-only mount."""
 
 
 class WorkdirInUse(RuntimeError):
@@ -31,17 +37,29 @@ class WorkdirInUse(RuntimeError):
 
 
 LOCK_FILE = "azjax.lock"
+# OS errors that the path given causes, mended by giving another (WorkdirError); a permission
+# denied is one: the user named a place that is not theirs to write, and nothing is broken
+PATH_ERRORS = frozenset(
+    (errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP)
+)
+
+
+def _unusable(what: str, err: OSError) -> WorkdirError | WorkdirFailure:
+    """`what` went wrong with `err`: WorkdirError if the path's fault, else WorkdirFailure."""
+    message = f"{what}: {err.strerror or err}"
+    return WorkdirError(message) if err.errno in PATH_ERRORS else WorkdirFailure(message)
 
 
 def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
-    """Create `workdir` if needed; WorkdirError unless it is a directory."""
+    """Create `workdir` if needed; WorkdirError unless it is a directory, WorkdirFailure when
+    the disk fails to give it."""
     workdir = pathlib.Path(workdir)
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise WorkdirError(f"workdir {workdir} is a file, expected a directory") from None
     except OSError as err:
-        raise WorkdirError(f"cannot create workdir {workdir}: {err.strerror}") from None
+        raise _unusable(f"cannot create workdir {workdir}", err) from None
     return workdir
 
 
@@ -63,7 +81,7 @@ class WorkdirLock:
         if jax.process_index() == 0:
             try:
                 self._acquire()
-            except (WorkdirError, WorkdirInUse) as err:
+            except (WorkdirError, WorkdirFailure, WorkdirInUse) as err:
                 refused = err
         if parallel.any_process(refused is not None):  # every process stops, not only 0
             raise refused or WorkdirInUse(f"process 0 could not lock workdir {self.workdir}")
@@ -90,8 +108,7 @@ class WorkdirLock:
                 self.path.unlink(missing_ok=True)
                 continue
             except OSError as err:
-                message = f"workdir {self.workdir} is not writable: {err.strerror}"
-                raise WorkdirError(message) from None
+                raise _unusable(f"cannot lock workdir {self.workdir}", err) from None
             with os.fdopen(fd, "w") as f:
                 json.dump({**self.owner, "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
             self.held = True

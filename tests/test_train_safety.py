@@ -5,9 +5,11 @@ finished runs."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -89,6 +91,43 @@ def test_an_unusable_workdir_is_one_line(tmp_path, capsys, where):
     assert "Traceback" not in err
     if where == "file":
         assert err == f"azjax-train: workdir {workdir} is a file, expected a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("failing", "number", "code"),
+    [
+        ("mkdir", errno.ENOSPC, 1),  # the machine's state: a failure (exit 1)
+        ("lock", errno.EIO, 1),
+        ("lock", errno.EROFS, 1),
+        ("mkdir", errno.EACCES, 2),  # the path the user gave: bad input (exit 2)
+        ("lock", errno.EACCES, 2),
+    ],
+)
+def test_a_failing_disk_is_no_bad_input(tmp_path, capsys, monkeypatch, failing, number, code):
+    workdir, error = tmp_path / "run", OSError(number, os.strerror(number))
+    if failing == "mkdir":  # creating the workdir fails
+        mkdir = pathlib.Path.mkdir
+
+        def failing_mkdir(path, *args, **kwargs):
+            if path == workdir:
+                raise error
+            return mkdir(path, *args, **kwargs)
+
+        monkeypatch.setattr(pathlib.Path, "mkdir", failing_mkdir)
+    else:  # creating its lock fails
+        os_open = os.open
+
+        def failing_open(path, *args, **kwargs):
+            if str(path) == str(workdir / LOCK_FILE):
+                raise error
+            return os_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", failing_open)
+    args = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *TINY]
+    assert train_main(args) == code
+    err = capsys.readouterr().err
+    assert len(lines(err)) == 1 and f"workdir {workdir}" in err, err
+    assert os.strerror(number) in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize(

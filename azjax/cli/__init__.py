@@ -2,9 +2,10 @@
 `azjax-export`) and what they share: the compilation cache, signals and exit statuses.
 
 Every command ends with one of four exit statuses. 0: it did its work. 2: bad input of any kind
-(an option, a value, a file, a config, a checkpoint or a model it cannot use), said in one line
-on stderr before anything is compiled. 1: it failed while working (a workdir in use, a full
-disk, a diverged run, a port in use). 130: Ctrl-C or SIGTERM stopped it; what was finished is
+(an option, a value, a file, a config, a checkpoint or a model it cannot use, a workdir that is
+a file or not the user's to write), said in one line on stderr before anything is compiled. 1:
+it failed while working (a workdir in use, a full or failing disk, a diverged run, a port in
+use). 130: Ctrl-C or SIGTERM stopped it; what was finished is
 kept (training's checkpoint, a match's whole batches, a ladder's matches), one line says so,
 and a second signal ends the command at once (training first finishes a checkpoint it is
 writing).

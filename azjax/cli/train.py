@@ -95,9 +95,9 @@ def _train(config: Config, args: argparse.Namespace) -> int:
     start, existed = time.perf_counter(), pathlib.Path(args.workdir).exists()
     try:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
-    except WorkdirError as err:  # not a writable directory: left as it is
+    except WorkdirError as err:  # a file, or not the user's to write: left as it is
         return bad_input("azjax-train", str(err))
-    except (OSError, WorkdirInUse) as err:  # a full disk, or another run's: left as it is
+    except (OSError, WorkdirInUse) as err:  # a full or failing disk, another run's: left as is
         print(f"azjax-train: {err}", file=sys.stderr)
         return FAILED
     except TrainingError as err:
