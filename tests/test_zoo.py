@@ -97,7 +97,7 @@ def test_zoo_specs_parse_make_and_refuse():
         ("zoo:", "zoo needs a zoo model NAME"),
         ("zoo:a/b", "zoo needs a zoo model NAME"),
         ("zoo:c4:0", "zoo needs a positive integer SIMS"),
-        ("policy-zoo:c4:5", "policy-zoo needs a zoo model NAME"),
+        ("policy-zoo:c4:5", "policy-zoo takes no SIMS, got 5; zoo:c4:5 searches"),
     ]:
         with pytest.raises(ValueError, match=message):
             agents.parse_spec(bad)
