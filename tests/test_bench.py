@@ -107,20 +107,36 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
 
 def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisation(tmp_path):
     # --kernels-only compiles each point and counts, timing nothing: without the LayerNorms a
-    # simulation step launches fewer kernels, and as many convolutions and dots.
-    out = tmp_path / "kernels.json"
+    # simulation step launches fewer kernels, and as many convolutions and dots. Run through
+    # scripts/compare_selfplay.sh with this checkout as its own baseline: both sides' reports and
+    # the table that sets them side by side.
     args = ["--games", "tictactoe", "--nets", "1x4", "--batches", "2", "--sims", "2"]
-    args += ["--algorithms", "gumbel", "--chunk-moves", "1", "--norms", "layer,none"]
-    result = bench("selfplay", *args, "--kernels-only", "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    rows = {r["norm"]: r for r in json.loads(out.read_text())["results"]}
+    args += ["--algorithms", "gumbel", "--chunk-moves", "1", "--norms", "layer", "--kernels-only"]
+    script, out = str(ROOT / "scripts" / "compare_selfplay.sh"), tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "CURRENT_ARGS": "--norms layer,none"}
+    result = subprocess.run(
+        ["bash", script, str(ROOT), str(out), *args], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    base = json.loads((out / "baseline.json").read_text())["results"]
+    rows = {r["norm"]: r for r in json.loads((out / "current.json").read_text())["results"]}
     assert set(rows) == {"layer", "none"} and not any("selfplay_s" in r for r in rows.values())
     kinds = {norm: r["simulation_step_kernels"]["by_kind"] for norm, r in rows.items()}
     assert kinds["layer"]["conv/matmul"] == kinds["none"]["conv/matmul"] >= 3  # 3x3s, dense
-    assert (
-        rows["layer"]["kernels_per_simulation_step"] > rows["none"]["kernels_per_simulation_step"]
+    layer, none = (rows[n]["kernels_per_simulation_step"] for n in ("layer", "none"))
+    assert layer > none and [r["kernels_per_simulation_step"] for r in base] == [layer]
+    table = (out / "compare.txt").read_text().splitlines()
+    assert [line.split()[5:7] for line in table[1:]] == [
+        ["base", "layer"],
+        ["now", "layer"],
+        ["now", "none"],
+    ]
+    assert [int(line.split()[-1]) for line in table[1:]] == [layer, layer, none]
+    refused = subprocess.run(
+        ["bash", script, str(tmp_path), str(out)], capture_output=True, text=True
     )
-    assert f"{rows['none']['kernels_per_simulation_step']:>9}" in result.stdout  # the table
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert f"BASELINE must hold a revision's scripts/bench.py, got '{tmp_path}'" in refused.stderr
 
 
 def test_kernels_are_sorted_by_kind(monkeypatch):
