@@ -49,6 +49,19 @@ def _file(source: Source) -> pathlib.Path:
     return zoo.path(source.path) if source.kind == "zoo" else pathlib.Path(source.path)
 
 
+def _run(source: Source) -> str:
+    """A run source's directory; ValueError when it is missing but its name up to its last ':'
+    is there: a SIMS given to a model source, which takes none (agent specs take it)."""
+    head, colon, tail = source.path.rpartition(":")
+    missing = not pathlib.Path(source.path).exists()
+    if colon and tail.isdigit() and missing and pathlib.Path(head).exists():
+        raise ValueError(
+            f"bad model source {source.path!r}: a model source takes no SIMS, got {tail} "
+            f"(the agent spec search:{head}:{tail} searches {head} with {tail} simulations)"
+        )
+    return source.path
+
+
 def model_file(text: str) -> pathlib.Path | None:
     """The model file a source names (a zoo model's is in the zoo's folder); None for a run."""
     source = parse_source(text)
@@ -60,7 +73,7 @@ def game_of(text: str) -> Game:
     alone (no parameters read)."""
     source = parse_source(text)
     if source.kind == "run":
-        return checkpoint.read_config(source.path, source.step).game.make()
+        return checkpoint.read_config(_run(source), source.step).game.make()
     card = zoo.card(source.path) if source.kind == "zoo" else export.read_card(source.path)
     return card_game(card)
 
@@ -108,12 +121,12 @@ def load(text: str, game: Game | None = None, config: Config | None = None) -> M
     `check` against `game` or a run's `config` when given; ValueError naming what is wrong."""
     source = parse_source(text)
     if source.kind == "run":
-        step = source.step
+        path, step = _run(source), source.step
         if step is None:
-            steps = checkpoint.list_steps(source.path)
+            steps = checkpoint.list_steps(path)
             step = steps[-1] if steps else None  # None: load_for_inference names the empty run
-        trained, params = checkpoint.load_for_inference(source.path, step)
-        card, name = None, f"{source.path}@{step}"
+        trained, params = checkpoint.load_for_inference(path, step)
+        card, name = None, f"{path}@{step}"
     else:
         trained, params, card = export.load_model(_file(source))
         step = card.get("iteration") if isinstance(card.get("iteration"), int) else None

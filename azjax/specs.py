@@ -87,6 +87,11 @@ def parse_source(text: str) -> Source:
     text = text.strip()
     if text.startswith("zoo:"):
         name = text.removeprefix("zoo:")
+        simulations = re.fullmatch(r"([\w.-]+):(\d+)", name)
+        if simulations:
+            meant = f"the agent spec {text} searches with {simulations.group(2)} simulations"
+            why = f"a model source takes no SIMS, got {simulations.group(2)} ({meant})"
+            raise ValueError(f"bad model source {text!r}: {why}")
         if not re.fullmatch(r"[\w.-]+", name):
             raise ValueError(f"bad model source {text!r}: zoo needs a model NAME; got {name!r}")
         return Source("zoo", name)

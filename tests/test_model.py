@@ -17,7 +17,7 @@ from helpers import write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, export, model, specs, trainer, zoo
+from azjax import agents, checkpoint, export, model, specs, trainer, zoo
 from azjax.cli import evaluate, play
 from azjax.cli import export as export_cli
 from azjax.cli.train import summary
@@ -157,6 +157,18 @@ def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp
     assert agent.name == f"policy:{named}/@2"  # a name that reads back as the same checkpoint
     with pytest.raises(ValueError, match=r"policy takes no SIMS, got '8@3' .* written .*ttt:8@3/"):
         agents.make(f"policy:{named}", TTT)
+    # A model source takes no SIMS: where RUN exists and RUN:8 does not, the agent spec is named.
+    run = shutil.copytree(sources["run"], tmp_path / "ttt")
+    meant = rf"takes no SIMS, got 8 \(the agent spec search:{run}:8 searches {run} with 8"
+    for door in (model.load, model.game_of):
+        with pytest.raises(ValueError, match=meant):
+            door(f"{run}:8")
+    with pytest.raises(
+        ValueError, match=r"takes no SIMS, got 4 \(the agent spec zoo:ttt:4 searches"
+    ):
+        model.load("zoo:ttt:4")
+    with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint in .*/elsewhere:8 \(exp"):
+        model.load(str(tmp_path / "elsewhere:8"))  # nothing there either: the usual message
 
 
 def test_huge_simulation_counts_stop_the_commands_with_one_line(sources, tmp_path, capsys):

@@ -11,7 +11,7 @@ import pytest
 
 import games
 from azjax.network import NetworkConfig, init_params, make_network
-from azjax.search import SearchConfig, network_evaluator
+from azjax.search import SearchConfig, network_evaluator, run_search
 from azjax.selfplay import SelfPlayConfig, make_rollout, make_selfplay, new_game
 
 # The tic-tac-toe rollouts are shared with the tests below that play tic-tac-toe: one worker.
@@ -190,6 +190,39 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob):
     # Nothing is lost: every searched position was emitted or is still pending.
     assert emitted + int(carry.pending.valid.sum()) == chunks * 30
     assert finished > 0 and emitted > chunks * 30 // 2
+
+
+@SHARED
+def test_moves_before_temperature_moves_are_sampled_and_later_ones_greedy():
+    """`temperature_moves` 3: a game's moves 0-2 are the search's sampled pick, move 3 on its
+    greedy one (the same search: its key and exploring noise)."""
+    game, rollout = integer_rollout("tictactoe", "gumbel")
+    search = SearchConfig(num_simulations=8, max_num_considered_actions=4)  # integer_rollout's
+    batch, length = sizes(game)
+    states = start(game, batch)[0]
+    move_number = jnp.asarray([2, 3] * (batch // 2), jnp.int32)
+
+    @jax.jit
+    def picks(key):  # the sampled and the greedy pick of one slot's search
+        one = jax.tree.map(lambda x: x[:1], states)
+        search_key = jax.random.split(key)[0]  # as the rollout splits a slot's key
+        evaluate = integer_evaluator(game)
+        return [
+            run_search(game, evaluate, None, one, search_key, search, sample=jnp.array([s])).action[
+                0
+            ]
+            for s in (True, False)
+        ]
+
+    played, differ = [], 0
+    for seed in range(8):
+        full, keys = rollout_inputs(length, batch, seed, full_every=1)
+        actions = np.asarray(rollout(None, states, move_number, full, keys)[2].action[0])
+        for slot in range(batch):
+            sampled, greedy = (int(a) for a in picks(keys[0, slot]))
+            played.append(actions[slot] == (sampled if slot % 2 == 0 else greedy))
+            differ += sampled != greedy
+    assert all(played) and differ >= 4  # enough slots where the two picks tell the moves apart
 
 
 def test_games_open_with_random_plies_that_are_not_recorded():
