@@ -303,9 +303,21 @@ def test_optimizer_schedule_and_penalty():
     updates, _ = optimizer.update(grads, optimizer.init(params), params)
     assert optax.tree.norm(updates) == 0.0  # the warm-up starts from 0
 
+    def second_update(optim, scale: float):  # Adam's second step after gradients 1, then scale
+        optimizer = make_optimizer(optim, 100)
+        _, state = optimizer.update(grads, optimizer.init(params), params)
+        return optimizer.update(jax.tree.map(lambda g: scale * g, grads), state, params)[0]
+
+    # Gradients above optim.max_grad_norm (1; these have norm 3) are clipped to it, so a 100x
+    # gradient moves Adam as the first one did; with 0, nothing is clipped.
+    unclipped = load_config(TICTACTOE, ["optim.warmup_steps=10", "optim.max_grad_norm=0"]).optim
+    for optim, same in ((config.optim, True), (unclipped, False)):
+        one, hundred = (second_update(optim, scale) for scale in (1.0, 100.0))
+        assert same == bool(optax.tree.norm(jax.tree.map(jnp.subtract, one, hundred)) < 1e-9)
+
 
 def test_loss_masks_policy_without_full_search():
-    config = load_config(TICTACTOE, TINY)
+    config = load_config(TICTACTOE, [*TINY, "optim.value_weight=2", "optim.l2=0.01"])
     trainer = make_trainer(config)
     params = trainer.init(jax.random.key(0)).params
     obs = jax.random.bernoulli(jax.random.key(1), 0.3, (4, 3, 3, 2)).astype(jnp.float32)
@@ -322,3 +334,5 @@ def test_loss_masks_policy_without_full_search():
     expected = -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(2), jnp.array([0, 1])])
     np.testing.assert_allclose(m1["policy_loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(m1["value_loss"], jnp.mean((value - batch.value) ** 2), rtol=1e-5)
+    total = m1["policy_loss"] + 2 * m1["value_loss"] + 0.01 * l2_penalty(params)
+    np.testing.assert_allclose(m1["loss"], total, rtol=1e-6)  # optim.value_weight and optim.l2
