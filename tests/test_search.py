@@ -333,6 +333,28 @@ def test_greedy_moves_are_the_most_visited_even_with_root_noise(algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_greedy_ties_in_visits_go_to_the_higher_prior(algorithm):
+    """Four simulations without noise visit four moves once each, all valued 0: the greedy
+    move is the one the prior (rising with the action index) prefers, among legal ones."""
+    game = games.make("tictactoe")
+    config = SearchConfig(algorithm=algorithm, num_simulations=4, max_num_considered_actions=4)
+
+    def rising(params, states, key):
+        batch, actions = states.legal_action_mask.shape
+        return jnp.broadcast_to(jnp.arange(actions) / 10.0, (batch, actions)), jnp.zeros(batch)
+
+    first = game.init(jax.random.key(0))
+    later = game.step(game.step(first, 8), 2)  # X on 8, O on 2: 7 is the best legal move
+    states = stack_states([first, later])
+    out, tree = jax.jit(lambda s, k: search_tree(game, rising, None, s, k, config, explore=False))(
+        states, jax.random.key(1)
+    )
+    visits = np.asarray(tree.summary().visit_counts)
+    assert (visits[np.arange(2), [8, 7]] == visits.max(-1)).all() and (visits.max(-1) == 1).all()
+    np.testing.assert_array_equal(out.action, [8, 7])
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_sample_cutoff_keeps_sampled_moves_near_the_best_q(algorithm):
     """A sampled move whose searched Q is more than `sample_cutoff` below the best visited Q
     gives way to the greedy move, and the others stay: the cutoff changes the move, not the
