@@ -354,6 +354,24 @@ def test_greedy_ties_in_visits_go_to_the_higher_prior(algorithm):
     np.testing.assert_array_equal(out.action, [8, 7])
 
 
+def test_root_dirichlet_noise_falls_on_legal_moves():
+    """PUCT's root prior is 0.75 x the net's + 0.25 x Dirichlet noise over the legal moves. With
+    a small alpha the noise sits mostly on one move, so in every row some legal move gains
+    well over 0.05 on 0.75 x the uniform prior; noise drawn over all moves and then masked
+    leaves rows where it fell on an illegal move nearly uniform."""
+    game = games.make("tictactoe")
+    later = game.step(game.step(game.init(jax.random.key(0)), 8), 2)  # 7 legal moves
+    states = stack_states([later] * 32)
+    config = SearchConfig(algorithm="puct", num_simulations=2, dirichlet_alpha=0.03)
+    _, tree = jax.jit(
+        lambda s, k: search_tree(game, uniform_evaluator, None, s, k, config, explore=True)
+    )(states, jax.random.key(0))
+    prior = np.asarray(jax.nn.softmax(tree.children_prior_logits[:, tree.ROOT_INDEX]))
+    legal = np.asarray(states.legal_action_mask)
+    np.testing.assert_allclose(prior.sum(-1), 1.0, rtol=1e-5)
+    assert (prior[~legal] == 0).all() and (prior.max(-1) >= 0.75 / 7 + 0.05).all()
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_sample_cutoff_keeps_sampled_moves_near_the_best_q(algorithm):
     """A sampled move whose searched Q is more than `sample_cutoff` below the best visited Q
