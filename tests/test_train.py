@@ -126,6 +126,7 @@ def test_iterations_before_training_log_no_losses(from_model):
         assert record["replay/size"] < 500 and record["train/trained"] is False
         train_keys = {k for k in record if k.startswith("train/")}
         assert train_keys == {"train/trained", "train/step", "train/learning_rate"}
+        assert record["train/step"] == 0  # no gradient step yet: the schedule has not moved
 
 
 def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp_path, capsys):
