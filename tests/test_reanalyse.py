@@ -4,6 +4,7 @@ of that state (through the batch's symmetry), and a run with it resumes bit-exac
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from helpers import stop_after_first_iteration
 from test_train import (
@@ -52,6 +53,7 @@ def test_reanalyse_resumes_exactly_and_equals_a_fresh_search(tmp_path):
         picked = {}
 
         def refresh(batch):
+            batch = batch.replace(policy_mask=jnp.zeros_like(batch.policy_mask))  # as if fast-searched
             picked["batch"] = batch
             return reanalyse(params, batch, search_key)
 
@@ -64,7 +66,8 @@ def test_reanalyse_resumes_exactly_and_equals_a_fresh_search(tmp_path):
         game, evaluate, state.params, states, search_key, config.search, explore=False
     )
     np.testing.assert_array_equal(out.value, picked.value)  # value targets are kept
-    assert out.policy_mask[:count].all() and out.state is None
+    assert out.policy_mask[:count].all() and not out.policy_mask[count:].any()
+    assert out.state is None
     for i in range(32):
         policy = fresh.policy[i] if i < count else picked.policy[i]
         # The symmetries that map the stored observation onto the sampled one; the policy

@@ -91,6 +91,11 @@ def test_two_iterations_end_to_end(two_iterations):
     iteration, restored = restore_latest(trainer, tmp_path)
     assert iteration == 2
     assert_trees_equal(restored, state)
+    checkpointer = Checkpointer(tmp_path, 3)
+    first = restore(trainer, checkpointer, 1)[1]
+    checkpointer.close()
+    keys = [jax.random.key_data(s.key) for s in (first, state)]
+    assert not np.array_equal(*keys)  # each iteration draws from a new key
 
     # The loss fell: the trained parameters fit a fixed batch of the buffer better.
     batch = make_sampler(trainer.game, 256)(state.buffer, jax.random.key(5))
