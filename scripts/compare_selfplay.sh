@@ -17,12 +17,12 @@ if [[ $# -lt 2 ]]; then
     sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
-baseline=$(cd "$1" && pwd) out=$2
-shift 2
-if [[ ! -f $baseline/scripts/bench.py ]]; then
-    echo "compare_selfplay.sh: BASELINE must hold a revision's scripts/bench.py, got '$baseline'" >&2
+if [[ ! -f $1/scripts/bench.py ]]; then
+    echo "compare_selfplay.sh: BASELINE must hold a revision's scripts/bench.py, got '$1'" >&2
     exit 2
 fi
+baseline=$(cd "$1" && pwd) out=$2
+shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 mkdir -p "$out"

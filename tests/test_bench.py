@@ -132,11 +132,11 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
         ["now", "none"],
     ]
     assert [int(line.split()[-1]) for line in table[1:]] == [layer, layer, none]
-    refused = subprocess.run(
-        ["bash", script, str(tmp_path), str(out)], capture_output=True, text=True
-    )
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
-    assert f"BASELINE must hold a revision's scripts/bench.py, got '{tmp_path}'" in refused.stderr
+    for baseline in (tmp_path, tmp_path / "missing"):
+        command = ["bash", script, str(baseline), str(out)]
+        refused = subprocess.run(command, capture_output=True, text=True)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+        assert f"must hold a revision's scripts/bench.py, got '{baseline}'" in refused.stderr
 
 
 def test_kernels_are_sorted_by_kind(monkeypatch):
