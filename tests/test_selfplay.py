@@ -214,15 +214,15 @@ def test_moves_before_temperature_moves_are_sampled_and_later_ones_greedy():
             for s in (True, False)
         ]
 
-    played, differ = [], 0
-    for seed in range(8):
+    played, differ = [], np.zeros(2, int)  # slots where the two picks differ, by move number
+    for seed in range(24):
         full, keys = rollout_inputs(length, batch, seed, full_every=1)
         actions = np.asarray(rollout(None, states, move_number, full, keys)[2].action[0])
         for slot in range(batch):
             sampled, greedy = (int(a) for a in picks(keys[0, slot]))
             played.append(actions[slot] == (sampled if slot % 2 == 0 else greedy))
-            differ += sampled != greedy
-    assert all(played) and differ >= 4  # enough slots where the two picks tell the moves apart
+            differ[slot % 2] += sampled != greedy
+    assert all(played) and (differ >= 3).all()  # enough slots where the picks tell them apart
 
 
 def test_games_open_with_random_plies_that_are_not_recorded():
