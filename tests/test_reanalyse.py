@@ -53,7 +53,8 @@ def test_reanalyse_resumes_exactly_and_equals_a_fresh_search(tmp_path):
         picked = {}
 
         def refresh(batch):
-            batch = batch.replace(policy_mask=jnp.zeros_like(batch.policy_mask))  # as if fast-searched
+            # as if fast-searched: no policy target
+            batch = batch.replace(policy_mask=jnp.zeros_like(batch.policy_mask))
             picked["batch"] = batch
             return reanalyse(params, batch, search_key)
 
