@@ -237,6 +237,43 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
     assert np.asarray(search(batch).action).tolist() == [2, 5]
 
 
+def test_a_chance_node_is_worth_its_rolls_weighed_by_their_probabilities():
+    """One simulation expands one move of each position into a chance node whose first value
+    under "expected" is the mean of its rolls' backed-up values (the roll's reward plus the
+    next mover's value, in the mover's view) weighed by the dice's probabilities (a double
+    1/36, another roll 2/36). Where the move leaves a die to play, no roll follows and the
+    probabilities sit on outcome 0."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game)
+    evaluate = _linear_evaluator(game)
+    config = SearchConfig(algorithm="puct", num_simulations=1, chance_value="expected")
+    _, tree = jax.jit(
+        lambda s: search_tree(game, evaluate, None, s, jax.random.key(0), config, explore=False)
+    )(states)
+    action = jnp.argmax(tree.children_visits[:, tree.ROOT_INDEX, : game.num_actions], -1)
+
+    @jax.jit
+    def worth(states, action):  # the chance node's probabilities and its expected value
+        after = jax.vmap(game.afterstate)(states, action)
+        probs = jax.vmap(game.chance_probs)(after)
+
+        def backed(roll):  # [16]: the roll's reward and the next mover's value, mover's view
+            child = jax.vmap(game.step_chance, (0, None))(after, roll)
+            value = jnp.where(child.terminated, 0.0, evaluate(None, child, None)[1])
+            sign = jnp.where(child.current_player == states.current_player, 1.0, -1.0)
+            return child.rewards[jnp.arange(16), states.current_player] + sign * value
+
+        values = jax.vmap(backed)(jnp.arange(game.chance_outcomes))  # [rolls, 16]
+        return probs, (probs * values.T).sum(-1)
+
+    probs, expected = (np.asarray(x) for x in worth(states, action))
+    np.testing.assert_allclose(np.asarray(tree.raw_values[:, 1]), expected, rtol=1e-5, atol=1e-6)
+    rolled = probs[:, 0] < 1
+    assert rolled.any() and (~rolled).any()  # both kinds of move among the 16
+    assert len(np.unique(probs[rolled], axis=0)) == 1 and np.isclose(probs[rolled].min(), 1 / 36)
+    assert (probs[~rolled] == np.eye(game.chance_outcomes)[0]).all()
+
+
 def test_gumbel_chance_search_tries_every_sampled_move():
     """Gumbel's search with chance nodes visits min(legal moves, considered) moves at the root
     (sequential halving's first round), where PUCT's, with as many simulations and a flat
