@@ -16,10 +16,12 @@ import threading
 import time
 
 import helpers
+import pytest
 from helpers import write_tiny_run
 
 from azjax.checkpoint import list_steps
 from azjax.cli import INTERRUPTED
+from azjax.workdir import StopRequest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
@@ -194,3 +196,24 @@ def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["run", "ttt.azjax", "ttt.card.json", "ttt.onnx", "checking"]
     )
+
+
+def test_signals_while_a_checkpoint_is_written_wait_for_it(capsys):
+    """Inside `StopRequest.saving()` a second Ctrl-C only asks to stop once the checkpoint is
+    written; outside it, a second one stops at once."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
+    stop = StopRequest()
+    try:
+        with stop.saving():
+            try:
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                pytest.fail("a second Ctrl-C interrupted the checkpoint being written")
+        assert stop.requested
+        assert "stopping once it is saved" in capsys.readouterr().out
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        stop.restore()
+        signal.signal(signal.SIGINT, before)
