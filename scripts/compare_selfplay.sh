@@ -28,13 +28,14 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export PYTHONUNBUFFERED=1
+extra_path=${PYTHONPATH:+:$PYTHONPATH}  # kept behind each side's own folder (wheels, say)
 
 echo "== $(date -u +%H:%M:%S) baseline: $baseline"
-(cd "$baseline" && PYTHONPATH="$baseline" "$py" scripts/bench.py selfplay "$@" \
+(cd "$baseline" && PYTHONPATH="$baseline$extra_path" "$py" scripts/bench.py selfplay "$@" \
     --out "$out/baseline.json")
 echo "== $(date -u +%H:%M:%S) current: $root"
 read -r -a extra <<<"${CURRENT_ARGS:-}"
-(cd "$root" && PYTHONPATH="$root" "$py" scripts/bench.py selfplay "$@" "${extra[@]}" \
+(cd "$root" && PYTHONPATH="$root$extra_path" "$py" scripts/bench.py selfplay "$@" "${extra[@]}" \
     --out "$out/current.json")
 
 "$py" - "$out/baseline.json" "$out/current.json" <<'EOF' | tee "$out/compare.txt"

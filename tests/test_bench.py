@@ -113,7 +113,15 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
     args = ["--games", "tictactoe", "--nets", "1x4", "--batches", "2", "--sims", "2"]
     args += ["--algorithms", "gumbel", "--chunk-moves", "1", "--norms", "layer", "--kernels-only"]
     script, out = str(ROOT / "scripts" / "compare_selfplay.sh"), tmp_path / "out"
+    # A folder on the caller's PYTHONPATH (wheels unpacked on a bare GPU machine) stays on both
+    # sides' paths: its sitecustomize notes each interpreter that starts.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        f"import sys\nopen({str(tmp_path / 'started')!r}, 'a').write(sys.argv[0] + '\\n')\n"
+    )
     env = {**os.environ, "PYTHON": sys.executable, "CURRENT_ARGS": "--norms layer,none"}
+    env["PYTHONPATH"] = str(site)
     result = subprocess.run(
         ["bash", script, str(ROOT), str(out), *args], capture_output=True, text=True, env=env
     )
@@ -125,6 +133,7 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
     assert kinds["layer"]["conv/matmul"] == kinds["none"]["conv/matmul"] >= 3  # 3x3s, dense
     layer, none = (rows[n]["kernels_per_simulation_step"] for n in ("layer", "none"))
     assert layer > none and [r["kernels_per_simulation_step"] for r in base] == [layer]
+    assert (tmp_path / "started").read_text().count("scripts/bench.py") == 2
     table = (out / "compare.txt").read_text().splitlines()
     assert [line.split()[5:7] for line in table[1:]] == [
         ["base", "layer"],
