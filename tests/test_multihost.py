@@ -37,6 +37,7 @@ from azjax.metrics import read_metrics
 # argv[1] (outside the workdir) when the run ends. Then the real entry point: azjax-train (where
 # STOP_AT_ITERATION is set, the process sends itself a SIGTERM as it saves that iteration).
 CHILD = r"""
+import faulthandler
 import json
 import os
 import sys
@@ -75,6 +76,7 @@ code = main(sys.argv[2:])
 with open(sys.argv[1], "w") as f:
     json.dump(sorted(written), f)
 print(f"main returned at {time.time():.1f}", file=sys.stderr, flush=True)
+faulthandler.dump_traceback_later(30)  # a hang at exit shows its threads' stacks (stderr)
 sys.exit(code)
 """
 
@@ -342,7 +344,7 @@ def _warn_slow_exits(name: str, results: list[dict], exited: dict[int, float]) -
         if returned and exited[i] - float(returned.group(1)) > SLOW_EXIT:
             warnings.warn(
                 f"{name}: process {i} exited {exited[i] - float(returned.group(1)):.0f} s after "
-                f"its main returned; stderr tail:\n{r['stderr'][-2000:]}",
+                f"its main returned; stderr tail:\n{r['stderr'][-8000:]}",
                 stacklevel=2,
             )
 
