@@ -70,14 +70,20 @@ if "STOP_AT_ITERATION" in os.environ:  # this process alone gets a SIGTERM while
         save(self, iteration, *args, **kwargs)
 
     Checkpointer.save = stop_while_saving
-from azjax.cli.train import main
+from azjax.cli import train
 
-code = main(sys.argv[2:])
-with open(sys.argv[1], "w") as f:
-    json.dump(sorted(written), f)
-print(f"main returned at {time.time():.1f}", file=sys.stderr, flush=True)
-faulthandler.dump_traceback_later(30)  # a hang at exit shows its threads' stacks (stderr)
-sys.exit(code)
+
+def finish(code):
+    with open(sys.argv[1], "w") as f:
+        json.dump(sorted(written), f)
+    print(f"main returned at {time.time():.1f}", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback_later(30)  # a hang at exit shows its threads' stacks (stderr)
+    return code
+
+
+leave = train.leave  # how a process of a cluster ends, from inside azjax-train's main
+train.leave = lambda code: leave(finish(code))
+sys.exit(finish(train.main(sys.argv[2:])))
 """
 
 # Two iterations: a run stopped after iteration 1 and resumed must equal one that trains both
