@@ -22,7 +22,7 @@ from azjax import checkpoint, export, zoo
 from azjax.card import card_game
 from azjax.config import Config
 from azjax.network import init_params, make_network
-from azjax.specs import Source, parse_source
+from azjax.specs import Source, parse_source, source_takes_no_simulations
 from games.core import Game
 
 Params = Any
@@ -55,10 +55,7 @@ def _run(source: Source) -> str:
     head, colon, tail = source.path.rpartition(":")
     missing = not pathlib.Path(source.path).exists()
     if colon and tail.isdigit() and missing and pathlib.Path(head).exists():
-        raise ValueError(
-            f"bad model source {source.path!r}: a model source takes no SIMS, got {tail} "
-            f"(the agent spec search:{head}:{tail} searches {head} with {tail} simulations)"
-        )
+        raise ValueError(source_takes_no_simulations(head, tail))
     return source.path
 
 

@@ -89,9 +89,7 @@ def parse_source(text: str) -> Source:
         name = text.removeprefix("zoo:")
         simulations = re.fullmatch(r"([\w.-]+):(\d+)", name)
         if simulations:
-            meant = f"the agent spec {text} searches with {simulations.group(2)} simulations"
-            why = f"a model source takes no SIMS, got {simulations.group(2)} ({meant})"
-            raise ValueError(f"bad model source {text!r}: {why}")
+            raise ValueError(source_takes_no_simulations(f"zoo:{simulations[1]}", simulations[2]))
         if not re.fullmatch(r"[\w.-]+", name):
             raise ValueError(f"bad model source {text!r}: zoo needs a model NAME; got {name!r}")
         return Source("zoo", name)
@@ -109,6 +107,15 @@ def parse_source(text: str) -> Source:
             raise ValueError(f"bad model source {text!r}: a model file has one step: drop @{step}")
         return Source("file", path)
     return Source("run", path, step)
+
+
+def source_takes_no_simulations(source: str, sims: str) -> str:
+    """Why the model source `source:sims` is refused, naming the agent spec that takes SIMS."""
+    spec = f"{source}:{sims}" if source.startswith("zoo:") else f"search:{source}:{sims}"
+    return (
+        f"bad model source '{source}:{sims}': a model source takes no SIMS, got {sims} "
+        f"(the agent spec {spec} searches {source} with {sims} simulations)"
+    )
 
 
 def _no_simulations(kind: str, head: str, tail: str) -> str:
