@@ -49,7 +49,7 @@ def _file(source: Source) -> pathlib.Path:
     return zoo.path(source.path) if source.kind == "zoo" else pathlib.Path(source.path)
 
 
-def _run(source: Source) -> str:
+def run_directory(source: Source) -> str:
     """A run source's directory; ValueError when it is missing but its name up to its last ':'
     is there: a SIMS given to a model source, which takes none (agent specs take it)."""
     head, colon, tail = source.path.rpartition(":")
@@ -70,7 +70,7 @@ def game_of(text: str) -> Game:
     alone (no parameters read)."""
     source = parse_source(text)
     if source.kind == "run":
-        return checkpoint.read_config(_run(source), source.step).game.make()
+        return checkpoint.read_config(run_directory(source), source.step).game.make()
     card = zoo.card(source.path) if source.kind == "zoo" else export.read_card(source.path)
     return card_game(card)
 
@@ -118,7 +118,7 @@ def load(text: str, game: Game | None = None, config: Config | None = None) -> M
     `check` against `game` or a run's `config` when given; ValueError naming what is wrong."""
     source = parse_source(text)
     if source.kind == "run":
-        path, step = _run(source), source.step
+        path, step = run_directory(source), source.step
         if step is None:
             steps = checkpoint.list_steps(path)
             step = steps[-1] if steps else None  # None: load_for_inference names the empty run

@@ -151,7 +151,7 @@ def test_spec_numbers_are_bounded_where_parsed(spec, message):
     assert specs.parse_source("runs/a@b/x") == specs.Source("run", "runs/a@b/x")
 
 
-def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp_path):
+def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp_path, capsys):
     named = shutil.copytree(sources["run"], tmp_path / "ttt:8@3")  # a directory, not SIMS or STEP
     agent = agents.make(f"policy:{named}/", TTT)
     assert agent.name == f"policy:{named}/@2"  # a name that reads back as the same checkpoint
@@ -163,6 +163,8 @@ def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp
     for door in (model.load, model.game_of):
         with pytest.raises(ValueError, match=meant):
             door(f"{run}:8")
+    assert export_cli.main([f"{run}:8", "--out", str(tmp_path / "m.azjax")]) == 2
+    assert "a model source takes no SIMS, got 8" in capsys.readouterr().err
     with pytest.raises(
         ValueError, match=r"takes no SIMS, got 4 \(the agent spec zoo:ttt:4 searches"
     ):

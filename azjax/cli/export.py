@@ -175,11 +175,11 @@ def _export(args: argparse.Namespace) -> None:
         run = parse_source(source)
         if run.kind != "run":
             raise ValueError(f"{args.source} is already a model file; give a run directory")
-        continuation = None
+        workdir, continuation = model.run_directory(run), None
         if args.resumable is not None:
-            continuation = trainer.stopped_run(run.path, run.step, args.resumable)
+            continuation = trainer.stopped_run(workdir, run.step, args.resumable)
         card = export.export_run(
-            run.path,
+            workdir,
             args.out,
             run.step,
             args.dtype,
