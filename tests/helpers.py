@@ -66,6 +66,20 @@ def random_trajectories(game: Game, key: jax.Array, batch: int, length: int):
     return actions, states
 
 
+def live_positions(game: Game, key: jax.Array, batch: int, length: int):
+    """The live (not terminated) States along `batch` random games of `length` moves, as one
+    flat batch [N]."""
+    _, states = random_trajectories(game, key, batch, length)
+    flat = jax.tree.map(lambda x: np.asarray(x).reshape(-1, *x.shape[2:]), states)
+    return index(flat, np.flatnonzero(~flat.terminated))
+
+
+def heuristics(game: Game, states) -> np.ndarray:
+    """float [N, 2]: `game.heuristic` of a flat batch of States from each player's view."""
+    of = jax.jit(jax.vmap(jax.vmap(game.heuristic, in_axes=(None, 0)), in_axes=(0, None)))
+    return np.asarray(of(states, jnp.arange(2, dtype=jnp.int32)))
+
+
 def index(tree, *idx):
     """Index every leaf of a pytree."""
     return jax.tree.map(lambda x: x[idx], tree)

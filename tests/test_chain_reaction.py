@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import index, random_trajectories
+from helpers import heuristics, index, live_positions, random_trajectories
 from hypothesis import HealthCheck, given, settings
 
 import games
@@ -442,3 +442,15 @@ def test_notation_and_render():
         "2  . 3o  .  .",
         "3  .  .  . 1x",
     ]
+
+
+def test_heuristic_is_the_orb_difference_and_counts_the_orbs():
+    game = games.make("chain_reaction", rows=3, cols=4)
+    states = live_positions(game, jax.random.key(3), 16, 40)
+    boards = np.asarray(jax.vmap(game.board)(states))
+    assert len(boards) > 200 and (boards < -1).any() and (boards > 1).any()
+    values = heuristics(game, states)
+    for board, value in zip(boards, values, strict=True):
+        orbs = [sum(abs(int(v)) for v in board.flat if v * sign > 0) for sign in (1, -1)]
+        assert game.counts(board) == tuple(orbs)
+        np.testing.assert_array_equal(value, [orbs[0] - orbs[1], orbs[1] - orbs[0]])

@@ -8,7 +8,15 @@ import jax
 import numpy as np
 import pyspiel
 import pytest
-from helpers import compare_with_openspiel, index, openspiel_perft, perft, random_trajectories
+from helpers import (
+    compare_with_openspiel,
+    heuristics,
+    index,
+    live_positions,
+    openspiel_perft,
+    perft,
+    random_trajectories,
+)
 
 import games
 
@@ -161,3 +169,26 @@ def test_symmetries_are_identity_and_mirror(game):
     names = [s.name for s in game.symmetries]
     assert names == ["identity", "flip_lr"]
     np.testing.assert_array_equal(game.symmetries[1].action_map, np.arange(COLS)[::-1])
+
+
+def test_heuristic_counts_open_lines_and_the_centre(game):
+    """The alpha-beta leaf value as its docstring defines it, over the lines written here: +1
+    per line holding two of a player's discs and none of the other's, +4 per such line with
+    three, the opponent's subtracted, and the centre column's discs."""
+    states = live_positions(game, jax.random.key(5), 32, 42)
+    boards = np.asarray(jax.vmap(game.board)(states))
+    values = heuristics(game, states)
+    assert len(boards) > 500  # about 20 positions a game
+    weight = {2: 1, 3: 4}
+    for board, value in zip(boards, values, strict=True):
+        for player, sign in enumerate((1, -1)):
+            expected = (board[:, COLS // 2] == sign).sum() - (board[:, COLS // 2] == -sign).sum()
+            for line in LINES:
+                own = sum(board[cell] == sign for cell in line)
+                other = sum(board[cell] == -sign for cell in line)
+                expected += weight.get(own, 0) * (other == 0) - weight.get(other, 0) * (own == 0)
+            assert value[player] == expected, (board, player)
+
+
+def test_move_order_tries_the_centre_first(game):
+    assert game.move_order().tolist() == [3, 2, 4, 1, 5, 0, 6]

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pyspiel
 import pytest
-from helpers import compare_with_openspiel, index, random_trajectories
+from helpers import compare_with_openspiel, heuristics, index, live_positions, random_trajectories
 
 import games
 
@@ -235,3 +235,28 @@ def test_notation_refuses_bad_and_illegal_moves():
 def test_bad_sizes_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         games.make("dots_and_boxes", **kwargs)
+
+
+def test_heuristic_is_the_box_margin_and_the_boxes_the_mover_can_take():
+    """Box difference, plus each open box with three sides drawn for the player to move (minus
+    for the other), read off the lattice; `counts` the boxes each player owns."""
+    game = games.make("dots_and_boxes", rows=3, cols=2)
+    states = live_positions(game, jax.random.key(4), 24, game.num_actions)
+    boards = np.asarray(jax.vmap(game.board)(states))
+    values = heuristics(game, states)
+    movers = np.asarray(states.current_player)
+    takeable_seen = 0
+    for board, value, mover in zip(boards, values, movers, strict=True):
+        boxes = [(r, c) for r in range(1, 2 * 3, 2) for c in range(1, 2 * 2, 2)]
+        owned = [sum(board[b] == sign for b in boxes) for sign in (1, -1)]
+        assert game.counts(board) == tuple(owned)
+        sides = [
+            board[r - 1, c] + board[r + 1, c] + board[r, c - 1] + board[r, c + 1] for r, c in boxes
+        ]
+        takeable = sum(n == 3 for n in sides)
+        takeable_seen += takeable > 0 and owned != [0, 0]
+        for player in (0, 1):
+            margin = owned[player] - owned[1 - player]
+            expected = margin + (takeable if player == mover else -takeable)
+            assert value[player] == expected, (board, player, mover)
+    assert takeable_seen > 20

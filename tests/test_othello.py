@@ -7,7 +7,14 @@ import jax
 import numpy as np
 import pyspiel
 import pytest
-from helpers import compare_with_openspiel, index, perft, random_trajectories
+from helpers import (
+    compare_with_openspiel,
+    heuristics,
+    index,
+    live_positions,
+    perft,
+    random_trajectories,
+)
 
 import games
 from games import othello
@@ -302,3 +309,31 @@ def test_notation_render_and_sizes():
             games.make("othello", size=bad)
     with pytest.raises(ValueError, match="6x6 Othello board"):
         small.from_board(np.zeros((8, 8), np.int32), 0)
+
+
+def _weight(row: int, col: int, size: int) -> int:
+    """A cell's weight as the heuristic's docstring names them."""
+    edge, next_to_edge = {0, size - 1}, {1, size - 2}
+    if row in edge and col in edge:
+        return 10  # a corner
+    if row in next_to_edge and col in next_to_edge:
+        return -5  # diagonally next to a corner
+    if (row in edge and col in next_to_edge) or (col in edge and row in next_to_edge):
+        return -2  # an edge square next to a corner
+    return 2 if row in edge or col in edge else 1
+
+
+@pytest.mark.parametrize("size", [6, 8])
+def test_heuristic_is_the_weighted_disc_difference_and_counts_the_discs(size):
+    game = games.make("othello", size=size)
+    weights = np.array([[_weight(r, c, size) for c in range(size)] for r in range(size)])
+    assert weights.sum() == (32 if size == 6 else 68) and (weights == -5).sum() == 4
+    states = live_positions(game, jax.random.key(size), 8, 2 * size * size)
+    boards = np.asarray(jax.vmap(game.board)(states))
+    assert len(boards) > 200
+    for player, sign in enumerate((1, -1)):
+        expected = (np.sign(boards) * sign * weights).sum(axis=(1, 2))
+        np.testing.assert_array_equal(heuristics(game, states)[:, player], expected)
+    for board in boards[::10]:
+        black = sum(v == 1 for v in board.flat)
+        assert game.counts(board) == (black, np.count_nonzero(board) - black)
