@@ -122,6 +122,14 @@ def test_pieces_drawn_match_the_board(name, kwargs):
                 sorted(e.text for e in elements(root, "text") if e.get("fill") == svg.COUNT_COLOUR)
                 == big
             )
+        if name == "connect4" and last is not None:  # a dot on the disc just dropped
+            discs = [e for e in elements(root, "circle") if e.get("fill") in (p0, p1)]
+            at = [(float(e.get("cx")), float(e.get("cy"))) for e in discs]
+            dots = [e for e in elements(root, "circle") if e.get("fill") == "#ffffff"]
+            assert len(dots) == 1
+            x, y = float(dots[0].get("cx")), float(dots[0].get("cy"))
+            assert x == labels(root)[str(last + 1)][0][0]  # in the column under its label
+            assert y == min(cy for cx, cy in at if cx == x)  # on its top disc
 
 
 @pytest.mark.parametrize(("name", "kwargs"), CONFIGS, ids=IDS)
