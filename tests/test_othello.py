@@ -133,7 +133,7 @@ def test_random_games_match_openspiel():
     assert (black_result == 1).any() and (black_result == -1).any()
 
 
-def test_boards_and_notation_match_openspiel():
+def test_boards_observations_and_notation_match_openspiel():
     game = games.make("othello")
     spiel = pyspiel.load_game("othello")
     start = spiel.new_initial_state()
@@ -143,12 +143,16 @@ def test_boards_and_notation_match_openspiel():
     symbols = {"x": 1, "o": -1, "-": 0}
     actions, states = random_trajectories(game, jax.random.key(3), 20, game.max_game_length)
     actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
+    obs = np.asarray(jax.jit(jax.vmap(jax.vmap(game.observe)))(states))
     for b in range(20):
         ref = spiel.new_initial_state()
         for t in range(game.max_game_length + 1):
             rows = [line.split() for line in str(ref).splitlines()[2:10]]
             board = np.array([[symbols[v] for v in row[1:9]] for row in rows])
             np.testing.assert_array_equal(game.board(index(states, t, b)), board)
+            sign = 1 if int(states.current_player[t, b]) == 0 else -1  # planes: mover's, other's
+            np.testing.assert_array_equal(obs[t, b, ..., 0], board == sign, err_msg=f"{b}, {t}")
+            np.testing.assert_array_equal(obs[t, b, ..., 1], board == -sign, err_msg=f"{b}, {t}")
             if ref.is_terminal():
                 break
             ref.apply_action(int(actions[t, b]))
