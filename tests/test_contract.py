@@ -9,6 +9,7 @@ import pytest
 from conftest import GAME_CONFIGS, config_id
 
 import games
+from games import core
 from games.testing import check_game
 
 
@@ -42,3 +43,31 @@ def test_make_is_cached_and_refuses_unknown_names():
         games.make("othello", rows=3)
     with pytest.raises(ValueError, match="unknown game 'chess'"):
         games.make("chess")
+
+
+@pytest.mark.parametrize(("height", "width"), [(4, 4), (3, 5)])
+def test_grid_symmetries_are_the_dihedral_maps_they_name(height, width):
+    """Each named map sends cell (r, c)'s contents where its name says (the rotations by
+    their composition), and the maps of a grid are distinct: a duplicate would augment with
+    one symmetry twice and another never."""
+    cells = np.arange(height * width).reshape(height, width)
+    maps = {s.name: s.cell_source for s in core.grid_symmetries(cells, height * width)}
+    source = {  # the cell whose contents land on (r, c)
+        "identity": lambda r, c: (r, c),
+        "flip_lr": lambda r, c: (r, width - 1 - c),
+        "flip_ud": lambda r, c: (height - 1 - r, c),
+        "rot180": lambda r, c: (height - 1 - r, width - 1 - c),
+        "transpose": lambda r, c: (c, r),
+        "anti_transpose": lambda r, c: (width - 1 - c, height - 1 - r),
+    }
+    assert len(maps) == (8 if height == width else 4)
+    assert len({m.tobytes() for m in maps.values()}) == len(maps)
+    for name, where in source.items():
+        if name in maps:
+            expected = [where(r, c) for r in range(height) for c in range(width)]
+            assert maps[name].tolist() == [r * width + c for r, c in expected], name
+    if height == width:
+        rot90, rot270 = maps["rot90"], maps["rot270"]
+        np.testing.assert_array_equal(rot90[rot90], maps["rot180"])
+        np.testing.assert_array_equal(rot90[rot270], maps["identity"])
+        assert not np.array_equal(rot90, rot270)
