@@ -71,3 +71,14 @@ def test_grid_symmetries_are_the_dihedral_maps_they_name(height, width):
         np.testing.assert_array_equal(rot90[rot90], maps["rot180"])
         np.testing.assert_array_equal(rot90[rot270], maps["identity"])
         assert not np.array_equal(rot90, rot270)
+
+
+def test_a_move_after_the_end_is_refused_as_the_game_being_over():
+    game = games.make("tictactoe")
+    state = game.init(jax.random.key(0))
+    for action in (0, 3, 1, 4, 2):  # X takes the top row
+        state = game.checked_step(state, action)
+    assert bool(state.terminated)
+    for refuse in (lambda: game.checked_step(state, 8), lambda: game.parse_action("9", state)):
+        with pytest.raises(games.IllegalMoveError, match="the tictactoe game is over"):
+            refuse()
