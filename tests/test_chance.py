@@ -47,6 +47,18 @@ def test_backgammon_heuristic_is_the_pip_count_lead():
         state = game.step(state, action)
         lead += (1 if mover == 0 else -1) * (action % 6 + 1)  # pgx: action = 6 * source + die
         assert float(game.heuristic(state, 0)) == -float(game.heuristic(state, 1)) == lead
+    # A checker on the bar is 25 pips from home: at the start each side's farthest checkers
+    # are 24 pips out, so sending one to its bar costs its side a pip.
+    start = game.init(jax.random.key(0))
+    mover, board = int(start.current_player), start.env._board  # pgx: the mover's view
+    assert int(board[0]) == 2 and int(board[23]) == -2
+    for edited, lead in (
+        (board.at[0].add(-1).at[24].add(1), -1.0),  # the mover's, to its bar (24)
+        (board.at[23].add(1).at[25].add(-1), 1.0),  # the other's, to its bar (25)
+    ):
+        moved = start.replace(env=start.env.replace(_board=edited))
+        assert float(game.heuristic(moved, mover)) == -float(game.heuristic(moved, 1 - mover))
+        assert float(game.heuristic(moved, mover)) == lead
 
 
 @pytest.mark.parametrize("name", NATIVE)
