@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import shlex
 
 import pytest
@@ -238,3 +239,72 @@ def test_a_retired_key_that_was_on_is_refused_naming_it(section, key, value):
     refused = rf"^{section}\.{key}={value!r}: this feature was retired"
     with pytest.raises(ConfigError, match=refused):
         config_from_dict(data)
+
+
+CONFIG_CLASSES = [
+    NetworkConfig,
+    SearchConfig,
+    SelfPlayConfig,
+    ReplayConfig,
+    OptimConfig,
+    TrainConfig,
+    EvalConfig,
+    GateConfig,
+    CheckpointConfig,
+]
+
+
+def _bounds(monkeypatch) -> list[tuple[type, str, str, str]]:
+    """(class, section, field, what is expected) of every numeric check the config dataclasses
+    make, recorded from `check_fields` while each is built with its defaults."""
+    import azjax.validation
+
+    seen = []
+
+    def record(section, config, checks):
+        seen.extend((section, name, expected) for name, (_, expected) in checks.items())
+        real(section, config, checks)
+
+    real = azjax.validation.check_fields
+    for module in ("config", "network", "search", "selfplay", "targets"):
+        monkeypatch.setattr(f"azjax.{module}.check_fields", record)
+    found = []
+    for cls in CONFIG_CLASSES:
+        seen.clear()
+        default = cls()
+        for section, name, expected in seen:
+            if hasattr(default, name) and isinstance(getattr(default, name), int | float):
+                found.append((cls, section, name, expected))
+    return found
+
+
+def test_every_numeric_bound_accepts_and_refuses_what_its_message_says(monkeypatch):
+    """At each bound a message states (`> 0`, `>= 1`, `in [0, 1]`, `in (0, 1]`), the value on
+    the bound and the nearest ones beside it are accepted or refused as the message says."""
+    bounds = _bounds(monkeypatch)
+    checked = 0
+    for cls, section, name, expected in bounds:
+        integer = isinstance(getattr(cls(), name), int)
+        tiny = 1 if integer else 1e-6
+        number = r"(-?\d+(?:\.\d+)?)"
+        if match := re.fullmatch(rf"(>=?) {number}", expected):
+            bound = float(match[2])
+            cases = {bound: match[1] == ">=", bound - tiny: False, bound + tiny: True}
+        elif match := re.fullmatch(rf"in ([\[(]){number}, {number}\]", expected):
+            low, high = float(match[2]), float(match[3])
+            cases = {low: match[1] == "[", low - tiny: False, high: True, high + tiny: False}
+        elif expected == "even and >= 2 (equal colours)":
+            cases = {2: True, 4: True, 0: False, 1: False, 3: False}
+        else:
+            continue
+        for value, accepted in cases.items():
+            value = int(value) if integer else value
+            try:
+                cls(**{name: value})
+            except ValueError as err:
+                assert not accepted, f"{section}.{name}={value!r} refused: {err}"
+                assert f"{section}.{name} must be {expected}" in str(err)
+            else:
+                assert accepted, f"{section}.{name}={value!r} accepted, but must be {expected}"
+        checked += 1
+    assert checked >= 35, bounds
