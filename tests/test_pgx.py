@@ -208,3 +208,17 @@ def test_svg_is_pgx_drawing():
         else:
             assert any(True for _ in root.iter(f"{ns}circle"))
     assert "<rect" in games.make("pgx:hex").svg(board=np.zeros((11, 11), np.int32))
+
+
+def test_a_game_still_live_at_its_length_bound_ends_drawn():
+    """An environment without a bound of its own (backgammon) ends at `max_game_length` moves,
+    drawn, so the bound self-play and the search rely on holds."""
+    game = game_class("backgammon")()
+    game.max_game_length = 6  # moves: about three turns, far from any end of the game itself
+    step = jax.jit(game.step)
+    state = game.init(jax.random.key(0))
+    for move in range(6):
+        assert not bool(state.terminated), move
+        state = step(state, game.legal_actions(state)[0])
+    assert bool(state.terminated) and not np.asarray(state.legal_action_mask).any()
+    np.testing.assert_array_equal(state.rewards, [0.0, 0.0])
