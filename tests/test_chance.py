@@ -408,3 +408,20 @@ def test_search_evaluations_counts_every_row_the_evaluator_sees(chance_value, pe
     jax.effects_barrier()
     assert sum(rows) == search_evaluations(game, config) == 1 + 3 * per_simulation
     assert search_evaluations(TicTacToe(), config, num_simulations=5) == 1 + 5
+
+
+def test_the_move_that_ends_a_game_is_followed_by_no_roll():
+    """A game ended by its length bound rolls no dice after its last move, though the turn
+    passes: every probability on outcome 0, and no outcome changes the afterstate."""
+    bounded = type(games.make("pgx:backgammon"))()  # compiled apart: jit keys on the game
+    bounded.max_game_length = 6  # from the start, each turn's second move passes the turn
+    state = bounded.init(jax.random.key(0))
+    for _ in range(5):
+        state = bounded.step(state, bounded.legal_actions(state)[-1])
+    after = bounded.afterstate(state, bounded.legal_actions(state)[-1])
+    assert bool(after.terminated) and int(after.env.current_player) != int(state.env.current_player)
+    np.testing.assert_array_equal(bounded.chance_probs(after)[0], 1.0)
+    for got, kept in zip(
+        jax.tree.leaves(bounded.step_chance(after, 20)), jax.tree.leaves(after), strict=True
+    ):
+        np.testing.assert_array_equal(got, kept)
