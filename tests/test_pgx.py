@@ -128,12 +128,15 @@ def _play_both(native: games.Game, wrapped: games.Game, batch: int, key: jax.Arr
     _, rest = jax.lax.scan(ply, first, plies)
     fields = ("current_player", "legal_action_mask", "terminated", "rewards")
     both = jax.tree.map(lambda x, y: jnp.concatenate([x[None], y]), first, rest)
-    return tuple({f: getattr(s, f) for f in fields} for s in both)
+    return tuple(
+        {"board": jax.vmap(jax.vmap(game.board))(s), **{f: getattr(s, f) for f in fields}}
+        for game, s in zip((native, wrapped), both, strict=True)
+    )
 
 
 @pytest.mark.parametrize("native_name", list(PAIRS))
 def test_pgx_agrees_with_native_rules(native_name):
-    """Identical legal moves, players, ends and results at every ply of 256 random games.
+    """Identical boards, legal moves, players, ends and results at every ply of 256 random games.
     Othello: azjax ends a game as soon as neither player can place; pgx has both pass first,
     so there pgx must offer only the pass for two more plies, then end with the same result."""
     native, wrapped = games.make(native_name), games.make(PAIRS[native_name])
