@@ -54,6 +54,23 @@ def test_monitor_names_dead_heads_and_stalled_losses():
     assert health.Monitor(window=3).update({"train/trained": False}) == []
 
 
+def test_monitor_judges_full_windows_of_trained_iterations_only():
+    """An iteration that trained nothing is neither judged nor counted; nothing is judged
+    before `window` trained iterations; a slowly falling loss still moves."""
+    monitor = health.Monitor(window=3)
+    assert monitor.update(_healthy(value_std=0.0, loss=3.0)) == []
+    assert monitor.update({"train/trained": False, "train/loss": 9.0}) == []
+    assert monitor.update(_healthy(value_std=0.0, loss=2.0)) == []  # two: under the window
+    problems = monitor.update(_healthy(value_std=0.0, loss=1.0))
+    assert problems == ["value output is constant (std 0.0e+00 over a batch)"]
+
+    slow = health.Monitor(window=3)
+    for loss in (2.0, 1.9995, 1.999):
+        record = _healthy(loss=loss)
+        assert slow.update(record) == []
+    assert record["health/ok"] == 1
+
+
 def test_check_network_flags_a_constant_network():
     game = games.make("tictactoe")
     network = make_network(game, NetworkConfig(blocks=1, channels=8))
@@ -69,6 +86,20 @@ def test_check_network_flags_a_constant_network():
     problems = health.check_network(network, dead_params, game)
     assert any("value output is constant" in p for p in problems)
     assert any("policy is the same" in p for p in problems)
+
+
+def test_output_spread_is_taken_over_the_positions_of_live_games():
+    game = games.make("tictactoe")
+    network = make_network(game, NetworkConfig(blocks=1, channels=8))
+    params = init_params(network, game, jax.random.key(0))
+    key = jax.random.key(2)
+    states, live = health.random_positions(game, key)  # 16 plies: most games end before
+    live = np.asarray(live)
+    assert 0 < live.sum() < live.size
+    logits, value = map(np.asarray, network.apply(params, jax.vmap(game.observe)(states)))
+    value_std, policy_std = health.output_spread(network, params, game, key)
+    np.testing.assert_allclose(value_std, value[live].std(), rtol=1e-4)
+    np.testing.assert_allclose(policy_std, logits[live].std(axis=0).mean(), rtol=1e-4)
 
 
 def test_make_train_recipe_keeps_its_value_head_alive_and_learning():
