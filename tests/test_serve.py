@@ -228,8 +228,11 @@ def test_least_recently_used_games_expire():
     with TestClient(create_app(None, analyse=False, max_games=2)) as c:
         first, second, third = (new_game(c, seed=s) for s in range(3))
         assert c.get(f"/api/games/{first['id']}").status_code == 404
+        assert c.get(f"/api/games/{second['id']}").status_code == 200  # now the newer of two
+        fourth = new_game(c, seed=4)
+        assert c.get(f"/api/games/{third['id']}").status_code == 404
         assert c.get(f"/api/games/{second['id']}").status_code == 200
-        assert c.get(f"/api/games/{third['id']}").status_code == 200
+        assert c.get(f"/api/games/{fourth['id']}").status_code == 200
 
 
 def test_the_agent_is_compiled_once_per_game_and_spec(monkeypatch, runs):
