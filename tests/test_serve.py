@@ -142,6 +142,9 @@ def post(client, path, body):
         ("null", 400, "expected a JSON object"),
         ("[" * 2000 + "]" * 2000, 400, "nested too deeply"),
         ('{"":' * 810 + "1" + "}" * 810, 400, "nested too deeply"),
+        # four levels of [] and {} are read (and this size refused), five are not
+        ('{"game": "othello", "kwargs": {"size": [[8]]}, "opponent": "random"}', 400, "got [[8]]"),
+        ('{"game": "othello", "kwargs": {"size": [[[8]]]}, "opponent": "random"}', 400, "deeply"),
     ],
 )
 def test_new_game_refuses_bad_requests(client, body, status, message):
