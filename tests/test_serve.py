@@ -318,6 +318,9 @@ def test_moves_without_a_place_on_the_board_become_buttons():
 
     game = games.make("othello", size=6)
     game_session = session.Session(game, "random", 0, seed=0)
+    opening = view("g", BrowserGame(game_session, {"size": 6}), 0, analyse=False)
+    assert opening["buttons"] == []  # every legal move has its square
+    assert clickable(opening) == game.legal_actions(game_session.state)
     only_pass = jnp.zeros(game.num_actions, bool).at[game.num_actions - 1].set(True)
     game_session.states[-1] = game_session.state.replace(legal_action_mask=only_pass)
     shown = view("g", BrowserGame(game_session, {"size": 6}), 0, analyse=False)
