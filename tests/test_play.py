@@ -136,6 +136,25 @@ def test_hint_lists_legal_moves_with_shares_and_a_value():
     assert -1.0 <= value <= 1.0
 
 
+def test_hint_values_a_won_position_for_the_person():
+    game = games.make("tictactoe")
+    session = Session(game, "random", 1, seed=0)
+    state = session.state
+    for cell in (0, 1, 4, 2, 6):  # X: 1, 5 and 7 (two lines open); O: 2, 3 and now to move
+        state = game.checked_step(state, cell)
+    session.states.append(state)  # O to move, lost whatever it plays
+    out = io.StringIO()
+    play.run(session, io.StringIO("hint\nquit\n"), out)
+    value = float(re.search(r"value for you ([+-]\d\.\d\d)", out.getvalue()).group(1))
+    assert value < -0.5
+
+
+@pytest.mark.parametrize("command", ["quit", "exit", "q", " Q "])
+def test_every_quit_command_leaves(command):
+    session, result, out = drive("tictactoe", "random", 0, f"{command}\n5\n")
+    assert result is None and session.plies == [] and "is not a move" not in out
+
+
 def test_end_of_input_leaves_quietly():
     session, result, _ = drive("connect4", "random", 0, "4\n")
     assert result is None and len(session.plies) == 2
@@ -152,6 +171,9 @@ def test_colour_only_when_asked():
     after = other.checked_step(other.init(jax.random.key(0)), 3)
     assert play.draw(other, after, colour=False) == other.render(after)
     assert "\x1b[1;31mX\x1b[0m" in play.draw(other, after, colour=True)
+    grey = games.make("othello")  # black and white discs: player 0 red, player 1 blue
+    start = play.draw(grey, grey.init(jax.random.key(0)), colour=True)
+    assert "\x1b[1;31mx\x1b[0m" in start and "\x1b[1;34mo\x1b[0m" in start
 
 
 def test_command_line_game_and_saved_record(tmp_path):
@@ -182,6 +204,8 @@ def test_command_line_game_and_saved_record(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "\x1b[" not in proc.stdout  # not a terminal: plain text
+    assert proc.stdout.startswith("connect4: you are O, random is X.")  # --as second
+    assert proc.stdout.index("random (X) plays") < proc.stdout.index("Your move (O)")
     assert re.search(r"(You win\.|You lose\.|Draw\.)\nMoves: ", proc.stdout)
     record = json.loads(save.read_text())
     assert record["game"] == "connect4" and record["opponent"] == "random"
@@ -199,6 +223,10 @@ def test_command_line_game_and_saved_record(tmp_path):
         (["--game", "othello", "--size", "size=7", "--opponent", "random"], "size must be 6 or 8"),
         (["--game", "othello", "--size", "rows=6", "--opponent", "random"], "size 6-8"),
         (["--game", "chess", "--opponent", "random"], "unknown game 'chess'"),
+        (  # before the game, not after it
+            ["--game", "tictactoe", "--opponent", "random", "--save", "/no/such/folder/g.json"],
+            "--save /no/such/folder/g.json: there is no folder /no/such/folder",
+        ),
     ],
 )
 def test_command_line_refuses_bad_arguments(args, message, capsys):

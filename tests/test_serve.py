@@ -115,6 +115,7 @@ def test_second_player_sees_the_agent_opening(client):
     view = new_game(client, human=1, seed=3)
     assert view["analyst"] == "pure MCTS with 200 simulations"  # hints for a baseline opponent
     assert [m["by"] for m in view["moves"]] == ["agent"] and view["to_move"] == 1
+    assert [(p["by"], len(p["frames"])) for p in view["new"]] == [("agent", 1)]  # to animate
     opening = int(view["moves"][0]["notation"]) - 1
     assert clickable(view) == [a for a in range(9) if a != opening]
 
