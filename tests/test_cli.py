@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from azjax.checks import check_seed
 from azjax.cli import evaluate, play, train
 from azjax.config import ConfigError, load_config
 
@@ -37,6 +38,13 @@ def test_eval_refuses_seeds_out_of_range(seed, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--seed" in err and "0 <= seed < 2**63" in err
+
+
+@pytest.mark.parametrize("bad", [True, False, 1.0, "3", None, -1, 2**63])
+def test_check_seed_takes_integers_in_range_only(bad):
+    assert check_seed(0) == 0 and check_seed(2**63 - 1) == 2**63 - 1
+    with pytest.raises(ValueError, match=r"seed must be an integer with 0 <= seed < 2\*\*63"):
+        check_seed(bad)
 
 
 def test_eval_accepts_the_largest_seed(capsys):
