@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from azjax.checks import check_seed
+from azjax.checks import check_seed, parse_size
 from azjax.cli import evaluate, play, train
 from azjax.config import ConfigError, load_config
 
@@ -317,6 +317,14 @@ def test_every_command_line_refuses_a_bad_size_alike(game, size, message, tmp_pa
         load_script("replay").main([*flags, "--agents", "random", "random", "--out", out])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f" error: {message}")
+
+
+def test_sizes_at_their_bounds_are_taken():
+    assert parse_size("rows=2, cols=12", "chain_reaction") == {"rows": 2, "cols": 12}
+    assert parse_size("rows=1,cols=10", "dots_and_boxes") == {"rows": 1, "cols": 10}
+    for beside in ("rows=1", "cols=13"):
+        with pytest.raises(ValueError, match="must be an integer from 2 to 12"):
+            parse_size(beside, "chain_reaction")
 
 
 def test_the_size_reaches_the_game(tmp_path, monkeypatch, capsys):
