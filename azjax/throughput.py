@@ -12,9 +12,12 @@ from typing import Any
 
 import jax
 
-# Dense peak TFLOP/s per device by device kind (vendor data sheets; SXM parts). Devices not
-# listed (CPUs included) have no known peak, so no fraction of it is reported.
+# Dense peak TFLOP/s per device by the first name found in its device kind (vendor data
+# sheets; a plain "H100" is the SXM part). Devices not listed (CPUs included) have no known
+# peak, so no fraction of it is reported.
 PEAK_TFLOPS = {
+    "H100 PCIe": {"bfloat16": 756.0, "float32": 51.0},
+    "H100 NVL": {"bfloat16": 835.0, "float32": 60.0},
     "H100": {"bfloat16": 989.0, "float32": 67.0},
     "H200": {"bfloat16": 989.0, "float32": 67.0},
     "A100": {"bfloat16": 312.0, "float32": 19.5},

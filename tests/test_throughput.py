@@ -47,6 +47,8 @@ def test_network_flops_come_from_the_compiled_program_where_the_lowered_has_none
 
 def test_peak_is_known_for_listed_devices_only():
     assert throughput.peak_tflops("bfloat16", "NVIDIA H100 80GB HBM3") == 989.0
+    assert throughput.peak_tflops("bfloat16", "NVIDIA H100 PCIe") == 756.0  # not the SXM's
+    assert throughput.peak_tflops("bfloat16", "NVIDIA H100 NVL") == 835.0
     assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 19.5
     assert throughput.peak_tflops("float32", "TPU v4") is None  # no float32 figure
     assert throughput.peak_tflops("float32", "cpu") is None
