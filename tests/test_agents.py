@@ -11,7 +11,7 @@ import pytest
 from helpers import index, random_trajectories, write_tiny_run
 
 import games
-from azjax import agents, arena
+from azjax import agents, arena, specs
 
 TTT_LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
 
@@ -293,6 +293,12 @@ def test_spec_parsing():
     with pytest.raises(ValueError, match="policy takes no SIMS, got 8; search:runs/x:8 searches"):
         agents.parse_spec("policy:runs/x:8")
     assert agents.parse_spec("policy:runs/x:8/") == agents.Spec("policy", workdir="runs/x:8/")
+    # zoo names may hold dots and dashes; spaces around a spec are dropped
+    assert agents.parse_spec("zoo:c4.v2-b:16") == agents.Spec("zoo", number=16, model="c4.v2-b")
+    assert agents.parse_spec(" random\n") == agents.Spec("random")
+    assert specs.parse_source("zoo:c4.v2-b") == specs.Source("zoo", "c4.v2-b")
+    with pytest.raises(ValueError, match="no run directory before @3"):
+        specs.parse_source("@3")
 
 
 def test_missing_checkpoint_is_refused(tmp_path):
