@@ -299,6 +299,10 @@ def test_spec_parsing():
     assert specs.parse_source("zoo:c4.v2-b") == specs.Source("zoo", "c4.v2-b")
     with pytest.raises(ValueError, match="no run directory before @3"):
         specs.parse_source("@3")
+    assert specs.check_simulations(specs.MAX_SIMULATIONS, "--simulations") == 100_000
+    for beside in (0, specs.MAX_SIMULATIONS + 1):
+        with pytest.raises(ValueError, match=r"--simulations must be in \[1, 100000\]"):
+            specs.check_simulations(beside, "--simulations")
 
 
 def test_missing_checkpoint_is_refused(tmp_path):
