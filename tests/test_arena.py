@@ -282,6 +282,18 @@ def test_cli_round_robin_and_solver_write_json(tmp_path):
     (m,) = data["matches"]
     assert (m["a"], m["b"], m["games"], m["wins"]) == ("random", "alphabeta:9", 6, 0)
     assert data["elo"]["random"] == 0.0 and data["elo"]["alphabeta:9"] > 0
+    # each player meets the ones listed before it, in their order, before the next one plays
+    argv = ["--game", "tictactoe", "--round-robin", "random,greedy,alphabeta:1,alphabeta:2"]
+    assert main([*argv, "--games", "2", "--quiet", "--json", str(out)]) == 0
+    played = [(m["a"], m["b"]) for m in json.loads(out.read_text())["matches"]]
+    assert played == [
+        ("random", "greedy"),
+        ("random", "alphabeta:1"),
+        ("greedy", "alphabeta:1"),
+        ("random", "alphabeta:2"),
+        ("greedy", "alphabeta:2"),
+        ("alphabeta:1", "alphabeta:2"),
+    ]
 
     out = tmp_path / "solver.json"
     assert main(["--solver", "greedy", "--json", str(out)]) == 0

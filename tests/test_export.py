@@ -131,6 +131,8 @@ def test_unreadable_model_files_are_named(run, tmp_path):
         (["MODEL", "--card-only", "--out", "copy.azjax"], "--out does not apply to --card-only"),
         (["MODEL", "--card-only", "--step", "1"], "--step does not apply to --card-only"),
         (["MODEL", "--card-only", "--dtype", "bfloat16"], "--dtype does not apply to --card-only"),
+        (["MODEL", "--card-only", "--batch", "4"], "--batch does not apply to --card-only"),
+        (["RUN", "--out", "m.azjax", "--resumable", "-1"], "count of positions >= 0, got -1"),
         (
             ["zoo:m0", "--card-only", "--device", "1 GPU"],
             "would rewrite the card of the installed zoo model zoo:m0",
@@ -324,7 +326,8 @@ def test_reexport_refuses_to_overwrite_a_model_without_force(run, tmp_path, caps
 def test_strength_file_of_the_wrong_shape_is_named(run, tmp_path, capsys):
     model = tmp_path / "ttt.azjax"
     export.export_run(run, model)
-    for name, data in {"x.json": {"not": "an eval"}, "list.json": [1, 2]}.items():
+    wrong = {"x.json": {"not": "an eval"}, "list.json": [1, 2], "flat.json": {"match": 0.5}}
+    for name, data in wrong.items():
         (tmp_path / name).write_text(json.dumps(data))
         assert main(["--card-only", str(model), "--strength", str(tmp_path / name)]) == 2
         err = capsys.readouterr().err
