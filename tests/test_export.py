@@ -219,6 +219,16 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         export.record_strength(model, {"game": "tictactoe", "elo": {}})
 
 
+def test_headline_names_one_opening_ply_in_the_singular():
+    def entry(plies: int) -> dict:
+        return {"agent": "zoo:m", "opening_moves": plies, "score": 0.5, "games": 2}
+
+    card = {"name": "m", "strength": {"zoo:m vs random, 1 random opening plies": entry(1)}}
+    assert headline(card) == "vs random 50.0% of 2, 1 opening ply"
+    card["strength"] = {"zoo:m vs random, 3 random opening plies": entry(3)}
+    assert headline(card) == "vs random 50.0% of 2, 3 opening plies"
+
+
 def test_default_simulations(run, tmp_path, capsys):
     model = tmp_path / "ttt.azjax"
     assert main([str(run), "--out", str(model), "--simulations", "9"]) == 0
@@ -229,6 +239,9 @@ def test_default_simulations(run, tmp_path, capsys):
     for agent in ("zoo:ttt", "zoo:ttt:64", "policy-zoo:ttt"):
         match = {"a": agent, "b": "random", "opening_moves": 2, **figures}
         export.record_strength(model, {"game": "tictactoe", "match": match})
+    before = export.read_card(model)
+    assert main(["--card-only", str(model), "--simulations", "9"]) == 0
+    assert export.read_card(model) == before  # the default it has: no figure renamed
 
     assert main(["--card-only", str(model), "--simulations", "16"]) == 0
     config, _, card = export.load_model(model)
