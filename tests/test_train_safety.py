@@ -24,6 +24,8 @@ from azjax.cli import compilation_cache_dir
 from azjax.cli.train import main as train_main
 from azjax.cli.train import summary
 from azjax.config import ConfigError, load_config
+from azjax.metrics import read_metrics
+from azjax.runlog import RunLog
 from azjax.train import train_and_evaluate
 from azjax.workdir import LOCK_FILE, WorkdirInUse, WorkdirLock
 
@@ -252,3 +254,20 @@ def test_checkpoints_in_progress_are_cleaned_up(tmp_path):
     leftover.mkdir(parents=True)
     Checkpointer(tmp_path, 3).close()
     assert not leftover.parent.exists()
+
+
+def test_a_resumed_log_keeps_the_checkpoints_records_in_order_and_its_minutes(tmp_path):
+    """Resumed at iteration 2: the records after it go, the records saved with the checkpoint
+    fill in the one metrics.jsonl lost (a final record after its iteration's), and the wall
+    clock goes on from the newest kept record."""
+    logged = [
+        {"iteration": 1, "elapsed_minutes": 1.5},
+        {"iteration": 2, "final": True, "elapsed_minutes": 3.5},
+        {"iteration": 3, "elapsed_minutes": 4.0},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
+    saved = [{"iteration": 1, "elapsed_minutes": 1.5}, {"iteration": 2, "elapsed_minutes": 3.0}]
+    log = RunLog(tmp_path, resume_iteration=2, saved=saved)
+    log.close()
+    assert log.minutes_before == 3.5
+    assert read_metrics(tmp_path / "metrics.jsonl") == [logged[0], saved[1], logged[1]]
