@@ -86,6 +86,16 @@ def test_variants_inherit_from_their_base():
     assert gpu.selfplay.batch_size > base.selfplay.batch_size
 
 
+def test_a_variant_replaces_its_bases_game_kwargs_whole(tmp_path):
+    """Size keywords belong to one game: a variant's kwargs are not merged into its base's."""
+    base = tmp_path / "base.yaml"
+    base.write_text("game:\n  name: chain_reaction\n  kwargs: {rows: 4, cols: 6}\n")
+    variant = tmp_path / "variant.yaml"
+    variant.write_text("base: base.yaml\ngame:\n  kwargs: {rows: 5}\n")
+    assert load_config(variant).game.kwargs == {"rows": 5}
+    assert load_config(base).game.kwargs == {"rows": 4, "cols": 6}
+
+
 def test_dotted_overrides_set_typed_values():
     config = load_config(
         TICTACTOE,
@@ -132,6 +142,8 @@ def test_overrides_do_not_mutate_their_input():
         ("search.num_simulations=many", "search.num_simulations"),
         ("train.iterations=1.5", "train.iterations"),
         ("train.iterations=true", "train.iterations"),
+        ("optim.learning_rate=true", "optim.learning_rate"),  # no boolean is a number
+        ("game.name=@chess", "game.name"),  # not YAML: the text itself, then refused as a game
         ("eval.opponents=random", "eval.opponents"),
         ("network.channels=0", "network.channels"),
         ("search.algorithm=alphazero", "search.algorithm"),
@@ -228,6 +240,8 @@ def test_a_stored_config_with_retired_keys_at_their_off_values_loads():
     [
         ("network", "score_head", True),
         ("network", "global_pool", 1),
+        ("network", "global_pool", 0),  # 0 equals False, but is no boolean
+        ("optim", "weight_decay", False),  # nor False a number
         ("optim", "optimizer", "sgd"),
         ("search", "discount", 0.98),
         ("train", "reanalyse_value", True),
