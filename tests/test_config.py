@@ -86,6 +86,13 @@ def test_variants_inherit_from_their_base():
     assert gpu.selfplay.batch_size > base.selfplay.batch_size
 
 
+def test_overrides_reach_sections_a_file_leaves_out_and_ignore_spaces(tmp_path):
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("game:\n  name: tictactoe\n")
+    config = load_config(bare, ["search.num_simulations=8", " train.iterations = 3"])
+    assert (config.search.num_simulations, config.train.iterations) == (8, 3)
+
+
 def test_a_variant_replaces_its_bases_game_kwargs_whole(tmp_path):
     """Size keywords belong to one game: a variant's kwargs are not merged into its base's."""
     base = tmp_path / "base.yaml"
@@ -144,7 +151,7 @@ def test_overrides_do_not_mutate_their_input():
         ("train.iterations=true", "train.iterations"),
         ("optim.learning_rate=true", "optim.learning_rate"),  # no boolean is a number
         ("game.name=@chess", "game.name"),  # not YAML: the text itself, then refused as a game
-        ("eval.opponents=random", "eval.opponents"),
+        ("eval.opponents=random", "eval.opponents: expected tuple, got 'random'"),
         ("network.channels=0", "network.channels"),
         ("search.algorithm=alphazero", "search.algorithm"),
         ("selfplay.full_search_prob=1.5", "selfplay.full_search_prob"),
