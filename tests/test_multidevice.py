@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
+import numpy as np
 import pytest
 from test_train import ROOT
 
@@ -40,6 +42,31 @@ assert len(jax.devices("cpu")) == 2
 assert parallel.use_cpu_cores({"selfplay.batch_size": 6}, 3) is None  # JAX has started
 print("OK")
 """
+
+
+# A device count forced in XLA_FLAGS (as the tests force theirs) is left as it is.
+FORCED = r"""
+import jax
+from azjax import parallel
+
+assert parallel.use_cpu_cores({"selfplay.batch_size": 6}, 3) is None
+assert len(jax.devices("cpu")) == 2
+print("OK")
+"""
+
+
+def test_a_device_count_forced_in_xla_flags_stays():
+    result = run(["-c", FORCED], 2)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_batch_the_devices_cannot_split_is_refused_naming_one_they_can():
+    four = types.SimpleNamespace(devices=np.zeros(4))  # a mesh's device array, as read
+    parallel.check_divisible(8, "train.batch_size", four)
+    for value, suggested in ((2, 4), (10, 8)):
+        refused = rf"train.batch_size={value} must be a multiple of the number of devices \(4\)"
+        with pytest.raises(ValueError, match=rf"^{refused}; try train.batch_size={suggested}$"):
+            parallel.check_divisible(value, "train.batch_size", four)
 
 
 def test_cpu_devices_one_per_core_as_many_as_divide_the_batches():
