@@ -25,6 +25,13 @@ from azjax.export import check_suffix, write_atomically
 from azjax.network import make_network
 
 Params = Any
+# The largest absolute difference between onnxruntime's outputs and JAX's (float32 logits and
+# value on random positions) that an export accepts; the exported networks agree to ~1e-6.
+TOLERANCE = 1e-3
+
+
+class OnnxMismatch(RuntimeError):
+    """An ONNX graph whose outputs are not the network's (a conversion fault, not bad input)."""
 
 
 def _float32_network(config: Config) -> tuple[Any, Any]:
@@ -115,8 +122,8 @@ def write_checked_onnx(
     card: Mapping[str, Any] | None = None,
 ) -> float:
     """`export_onnx` into a file beside `out`, checked by onnxruntime (`check_onnx`) and only
-    then moved to `out`: a failed or interrupted export leaves `out` as it was. Returns the
-    check's largest difference."""
+    then moved to `out`: a failed, interrupted or mismatched (OnnxMismatch: a difference above
+    TOLERANCE) export leaves `out` as it was. Returns the check's largest difference."""
     out = pathlib.Path(out)
     check_suffix(out, ".onnx")
     if not out.parent.is_dir():
@@ -125,6 +132,11 @@ def write_checked_onnx(
     try:
         export_onnx(config, params, unchecked, batch, card)
         difference = check_onnx(unchecked, config, params)
+        if not difference <= TOLERANCE:  # NaN too
+            raise OnnxMismatch(
+                f"not writing {out}: onnxruntime's outputs differ from JAX's by up to "
+                f"{difference:.1e} (the export accepts {TOLERANCE:.0e})"
+            )
         os.replace(unchecked, out)
     except OSError as err:
         raise ModelError(f"cannot write {out}: {err.strerror}") from None

@@ -319,6 +319,21 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     assert onnx_export.check_onnx(fixed, config, params) < 1e-5
 
 
+@pytest.mark.parametrize("difference", [0.5, float("nan")])
+def test_an_onnx_graph_unlike_the_network_is_not_written(
+    run, tmp_path, capsys, monkeypatch, difference
+):
+    """A converter fault: exit 1 in one line, and the file already at --out left as it was."""
+    _onnx_available()
+    monkeypatch.setattr(onnx_export, "check_onnx", lambda *args, **kwargs: difference)
+    out = tmp_path / "net.onnx"
+    out.write_text("before")
+    assert main([str(run), "--format", "onnx", "--out", str(out), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"not writing {out}" in err, err
+    assert out.read_text() == "before" and sorted(tmp_path.iterdir()) == [out]
+
+
 def test_reexport_refuses_to_overwrite_a_model_without_force(run, tmp_path, capsys):
     model = tmp_path / "ttt.azjax"
     assert main([str(run), "--out", str(model)]) == 0

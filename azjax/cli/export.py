@@ -21,7 +21,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from azjax.cli import INTERRUPTED, OK, bad_input, run_command, use_compilation_cache
+from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
 
@@ -159,7 +159,8 @@ def _card_only(args: argparse.Namespace) -> None:
     print(f"wrote {card_path(args.source)}: {headline(card)}")
 
 
-def _export(args: argparse.Namespace) -> None:
+def _export(args: argparse.Namespace) -> int:
+    """Write the model file or ONNX graph; the command's status."""
     from azjax import export, model, onnx_export, trainer  # flax, orbax: loaded after --help
     from azjax.card import card_path  # the same
 
@@ -196,14 +197,19 @@ def _export(args: argparse.Namespace) -> None:
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "
             f"stored as {args.dtype}{carried}) and {card_path(args.out)}"
         )
-        return
+        return OK
     if args.simulations is not None:
         raise ValueError("--simulations is for a model file: ONNX holds the network alone")
     found = model.load(source)
-    difference = onnx_export.write_checked_onnx(
-        found.config, found.params, args.out, args.batch, found.card
-    )
+    try:
+        difference = onnx_export.write_checked_onnx(
+            found.config, found.params, args.out, args.batch, found.card
+        )
+    except onnx_export.OnnxMismatch as err:  # the converter's fault, not the input's
+        print(f"azjax-export: {err}", file=sys.stderr)
+        return FAILED
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")
+    return OK
 
 
 def main(argv: Sequence[str] | None = None) -> int | None:
@@ -228,7 +234,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.card_only:
             _card_only(args)
         else:
-            _export(args)
+            return _export(args)
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
         return bad_input("azjax-export", str(err))
     except KeyboardInterrupt:
