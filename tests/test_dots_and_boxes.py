@@ -245,9 +245,9 @@ def test_heuristic_is_the_box_margin_and_the_boxes_the_mover_can_take():
     boards = np.asarray(jax.vmap(game.board)(states))
     values = heuristics(game, states)
     movers = np.asarray(states.current_player)
+    boxes = [(2 * r + 1, 2 * c + 1) for r in range(game.rows) for c in range(game.cols)]
     takeable_seen = 0
     for board, value, mover in zip(boards, values, movers, strict=True):
-        boxes = [(r, c) for r in range(1, 2 * 3, 2) for c in range(1, 2 * 2, 2)]
         owned = [sum(board[b] == sign for b in boxes) for sign in (1, -1)]
         assert game.counts(board) == tuple(owned)
         sides = [
