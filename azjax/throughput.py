@@ -13,28 +13,37 @@ from typing import Any
 import jax
 
 # Dense peak TFLOP/s per device by the first name found in its device kind (vendor data
-# sheets; a plain "H100" is the SXM part). Devices not listed (CPUs included) have no known
-# peak, so no fraction of it is reported.
+# sheets, without sparsity; a plain "H100" is the SXM part). "tensorfloat32" is the tensor
+# cores' TF32 peak: XLA computes float32 convolutions and matrix products in TF32 on these GPUs
+# unless `jax_default_matmul_precision` asks for full float32. Devices not listed (CPUs
+# included) have no known peak, so no fraction of it is reported.
 PEAK_TFLOPS = {
-    "H100 PCIe": {"bfloat16": 756.0, "float32": 51.0},
-    "H100 NVL": {"bfloat16": 835.0, "float32": 60.0},
-    "H100": {"bfloat16": 989.0, "float32": 67.0},
-    "H200": {"bfloat16": 989.0, "float32": 67.0},
-    "A100": {"bfloat16": 312.0, "float32": 19.5},
+    "H100 PCIe": {"bfloat16": 756.0, "tensorfloat32": 378.0, "float32": 51.0},
+    "H100 NVL": {"bfloat16": 835.0, "tensorfloat32": 417.5, "float32": 60.0},
+    "H100": {"bfloat16": 989.0, "tensorfloat32": 494.5, "float32": 67.0},
+    "H200": {"bfloat16": 989.0, "tensorfloat32": 494.5, "float32": 67.0},
+    "A100": {"bfloat16": 312.0, "tensorfloat32": 156.0, "float32": 19.5},
     "TPU v4": {"bfloat16": 275.0},
     "TPU v5 lite": {"bfloat16": 197.0},
     "TPU v5p": {"bfloat16": 459.0},
     "TPU v6 lite": {"bfloat16": 918.0},
 }
+# `jax_default_matmul_precision` values that make XLA compute float32 products in float32.
+FULL_PRECISION = ("float32", "highest", "F32_F32_F32")
 
 
 def peak_tflops(dtype: str, device_kind: str | None = None) -> float | None:
     """The dense peak TFLOP/s of one device of `device_kind` (default: the first device's) for
-    `dtype` ("float32", "bfloat16"); None where PEAK_TFLOPS does not know it."""
+    a network in `dtype` ("float32", "bfloat16"); None where PEAK_TFLOPS does not know it.
+
+    A float32 network's peak is the TF32 one where the device has it, unless
+    `jax_default_matmul_precision` is one of FULL_PRECISION."""
     kind = jax.devices()[0].device_kind if device_kind is None else device_kind
+    full = str(jax.config.jax_default_matmul_precision) in FULL_PRECISION
+    key = "tensorfloat32" if dtype == "float32" and not full else dtype
     for name, peaks in PEAK_TFLOPS.items():
         if name in kind:
-            return peaks.get(dtype)
+            return peaks.get(key)
     return None
 
 

@@ -49,7 +49,13 @@ def test_peak_is_known_for_listed_devices_only():
     assert throughput.peak_tflops("bfloat16", "NVIDIA H100 80GB HBM3") == 989.0
     assert throughput.peak_tflops("bfloat16", "NVIDIA H100 PCIe") == 756.0  # not the SXM's
     assert throughput.peak_tflops("bfloat16", "NVIDIA H100 NVL") == 835.0
-    assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 19.5
+    # float32 products run on the tensor cores in TF32 unless full precision is asked for.
+    assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 156.0
+    assert throughput.peak_tflops("float32", "NVIDIA H100 PCIe") == 378.0
+    for precision in throughput.FULL_PRECISION:
+        with jax.default_matmul_precision(precision):
+            assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 19.5
+            assert throughput.peak_tflops("bfloat16", "NVIDIA A100-SXM4-40GB") == 312.0
     assert throughput.peak_tflops("float32", "TPU v4") is None  # no float32 figure
     assert throughput.peak_tflops("float32", "cpu") is None
     assert throughput.peak_tflops("float32") is None  # this machine: a CPU
