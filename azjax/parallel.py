@@ -124,15 +124,12 @@ def data_sharded(mesh: Mesh) -> NamedSharding:
 
 
 def batch_shardings(tree: Any, batch_size: int, mesh: Mesh) -> Any:
-    """Shardings for a pytree of (abstract) arrays: the first axis of size `batch_size` (the
-    games) is split over devices; leaves without one (scalars, shared tables) are replicated.
+    """Shardings for a pytree of (abstract) arrays: a leading axis of size `batch_size` (the
+    games) is split over devices; other leaves (scalars, shared tables) are replicated.
     """
 
     def pick(leaf: Any) -> NamedSharding:
-        if batch_size not in leaf.shape:
-            return replicated(mesh)
-        axis = leaf.shape.index(batch_size)
-        return NamedSharding(mesh, PartitionSpec(*([None] * axis), DATA))
+        return data_sharded(mesh) if leaf.shape[:1] == (batch_size,) else replicated(mesh)
 
     return jax.tree.map(pick, tree)
 

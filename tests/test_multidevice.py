@@ -9,8 +9,10 @@ import subprocess
 import sys
 import types
 
+import jax
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec
 from test_train import ROOT
 
 from azjax import parallel
@@ -67,6 +69,15 @@ def test_a_batch_the_devices_cannot_split_is_refused_naming_one_they_can():
         refused = rf"train.batch_size={value} must be a multiple of the number of devices \(4\)"
         with pytest.raises(ValueError, match=rf"^{refused}; try train.batch_size={suggested}$"):
             parallel.check_divisible(value, "train.batch_size", four)
+
+
+def test_the_leading_games_axis_is_split_and_every_other_leaf_replicated():
+    mesh = parallel.make_mesh()
+    leaves = {"slots": (6, 6), "plies": (6,), "table": (3, 6), "count": ()}
+    tree = {k: jax.ShapeDtypeStruct(shape, np.int32) for k, shape in leaves.items()}
+    specs = {k: s.spec for k, s in parallel.batch_shardings(tree, 6, mesh).items()}
+    split, whole = PartitionSpec(parallel.DATA), PartitionSpec()
+    assert specs == {"slots": split, "plies": split, "table": whole, "count": whole}
 
 
 def test_cpu_devices_one_per_core_as_many_as_divide_the_batches():
