@@ -38,9 +38,18 @@ class WorkdirInUse(RuntimeError):
 
 LOCK_FILE = "azjax.lock"
 # OS errors that the path given causes, mended by giving another (WorkdirError); a permission
-# denied is one: the user named a place that is not theirs to write, and nothing is broken
+# denied is one: the user named a place that is not theirs to write, and nothing is broken. An
+# invalid argument is a name the file system refuses (a ':' on a FAT or SMB mount).
 PATH_ERRORS = frozenset(
-    (errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP)
+    (
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EINVAL,
+    )
 )
 
 

@@ -101,8 +101,10 @@ def test_an_unusable_workdir_is_one_line(tmp_path, capsys, where):
         ("mkdir", errno.ENOSPC, 1),  # the machine's state: a failure (exit 1)
         ("lock", errno.EIO, 1),
         ("lock", errno.EROFS, 1),
+        ("lock", errno.EDQUOT, 1),
         ("mkdir", errno.EACCES, 2),  # the path the user gave: bad input (exit 2)
         ("lock", errno.EACCES, 2),
+        ("mkdir", errno.EINVAL, 2),  # a name the file system refuses
     ],
 )
 def test_a_failing_disk_is_no_bad_input(tmp_path, capsys, monkeypatch, failing, number, code):
