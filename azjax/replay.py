@@ -210,7 +210,7 @@ def replay_examples(positions: Batch, shards: int) -> Examples:
     )
 
 
-def make_sampler(game: Game, batch_size: int, augment: bool = True):
+def make_sampler(game: Game, batch_size: int):
     """`sample(buffer, key, refresh=None) -> Batch`: uniform positions with their observations,
     each under a random symmetry, without their states.
 
@@ -218,11 +218,10 @@ def make_sampler(game: Game, batch_size: int, augment: bool = True):
     the shards' draws in shard order, so it splits over devices as the buffer does), and
     needs `size >= 1`. `refresh(batch) -> batch`, when given, replaces the targets of the
     drawn positions (as stored, states included) before they are observed and the symmetry
-    maps observations and policies. With `augment=False` (or a game without symmetries beyond
-    the identity) positions are returned as stored.
+    maps observations and policies (a game without symmetries beyond the identity gets its
+    positions as stored).
     """
-    symmetries = game.symmetries if augment else game.symmetries[:1]
-    cell_source, action_source = (jnp.asarray(a) for a in stack_symmetries(symmetries))
+    cell_source, action_source = (jnp.asarray(a) for a in stack_symmetries(game.symmetries))
     height, width, channels = game.observation_shape
 
     def sample(

@@ -75,7 +75,7 @@ def test_buffer_keeps_the_newest_positions():
 
 def test_sampling_is_uniform_over_filled_slots():
     buffer = replay_add(replay_init(GAME, 32), examples(np.arange(10), np.ones(10, bool)))
-    sample = jax.jit(make_sampler(GAME, 4096, augment=False))
+    sample = jax.jit(make_sampler(GAME, 4096))
     batch = sample(buffer, jax.random.key(0))
     counts = np.bincount(np.asarray(batch.value).astype(int), minlength=32)
     assert counts[10:].sum() == 0  # never the empty slots
@@ -132,11 +132,39 @@ def test_each_shard_is_its_own_circular_buffer():
 def test_each_shard_samples_its_own_positions():
     ids = np.arange(1, 13)
     buffer = replay_add(replay_init(GAME, 24, shards=4), examples(ids, ids % 3 != 0))
-    batch = jax.jit(make_sampler(GAME, 400, augment=False))(buffer, jax.random.key(0))
+    batch = jax.jit(make_sampler(GAME, 400))(buffer, jax.random.key(0))
     drawn = np.asarray(batch.value).astype(int).reshape(4, 100)
     for s in range(4):  # shard s holds the valid ids among 3s+1 .. 3s+3
         own = {i for i in ids[3 * s : 3 * s + 3] if i % 3 != 0}
         assert set(drawn[s]) == own
+    # Each shard draws with its own key: its two slots' pattern is not the others'.
+    patterns = {tuple(drawn[s] == drawn[s].min()) for s in range(4)}
+    assert len(patterns) == 4
+
+
+def test_the_newest_of_a_buffer_not_yet_full_are_all_it_holds():
+    buffer = replay_add(
+        replay_init(GAME, 12, shards=2), examples(np.arange(1, 7), np.ones(6, bool))
+    )
+    # Shard 0 holds 1, 2, 3 and shard 1 holds 4, 5, 6: by age, oldest first; at each age the
+    # shards in turn, the last one first.
+    assert replay_newest(buffer, 100).value.astype(int).tolist() == [4, 1, 5, 2, 6, 3]
+    assert replay_newest(buffer, 3).value.astype(int).tolist() == [2, 6, 3]
+
+
+def test_shard_counts_that_do_not_split_are_refused():
+    for shards in (0, 3):
+        with pytest.raises(
+            ValueError, match=rf"^replay capacity 10 must be a multiple of shards={shards}$"
+        ):
+            replay_init(GAME, 10, shards=shards)
+    buffer = replay_init(GAME, 12, shards=3)
+    with pytest.raises(ValueError, match=r"^replay capacity 12 must be a multiple of shards=5$"):
+        replay_reshard(buffer, 5)
+    with pytest.raises(ValueError, match=r"^4 examples do not split into 3 shards$"):
+        replay_add(buffer, examples(np.arange(4), np.ones(4, bool)))
+    with pytest.raises(ValueError, match=r"^batch size 4 does not split into 3 shards$"):
+        make_sampler(GAME, 4)(buffer, jax.random.key(0))
 
 
 @pytest.mark.parametrize(("old", "new"), [(4, 2), (2, 3), (1, 4), (3, 1)])
@@ -149,7 +177,11 @@ def test_reshard_keeps_every_position_in_age_order(old, new, rounds):
         ids = np.arange(12) + 100 * r + 1
         buffer = replay_add(buffer, examples(ids, rng.random(12) < 0.7))
     kept = np.asarray(buffer.stored.value).astype(int).reshape(old, -1)
-    before = sorted(v for s in range(old) for v in kept[s, : int(buffer.size[s])])
+    rings = [sorted(kept[s, : int(buffer.size[s])]) for s in range(old)]  # each oldest first
+    before = sorted(v for ring in rings for v in ring)
+    # Dealt out by age (the k-th oldest of every old shard, in shard order, then the next),
+    # each position in turn to the next new shard.
+    dealt = [ring[k] for k in range(max(map(len, rings))) for ring in rings if k < len(ring)]
     moved = jax.jit(replay_reshard, static_argnums=1)(buffer, new)
     assert moved.shards == new and int(moved.size.sum()) == len(before)
     assert int(moved.size.max()) - int(moved.size.min()) <= 1  # dealt out evenly
@@ -159,9 +191,7 @@ def test_reshard_keeps_every_position_in_age_order(old, new, rounds):
         size, position = int(moved.size[s]), int(moved.position[s])
         shard = list(values[s, :size])
         after += shard
-        for origin in range(old):  # oldest first from slot 0 (ages compare within a shard)
-            mine = [v for v in shard if (v - 1) % 100 // (12 // old) == origin]
-            assert mine == sorted(mine)
+        assert shard == dealt[s::new]  # oldest first from slot 0 ...
         assert position == size % (12 // new)  # ... so the next write replaces the oldest
         obs = np.asarray(moved.stored.observation).reshape(new, -1, 3, 3, 2)[s, :size, 0, 0, 0]
         np.testing.assert_array_equal(obs, shard)  # every field moved together
@@ -193,6 +223,9 @@ def test_the_newest_positions_carry_to_a_buffer_of_another_shard_count(old, new)
         filled = replay_add(replay_init(GAME, 12, shards=new), replay_examples(newest, new))
         assert int(filled.size.sum()) == len(got)
         assert int(filled.size.max()) - int(filled.size.min()) <= 1  # dealt out evenly
+        stored = np.asarray(filled.stored.value).astype(int).reshape(new, -1)
+        for s in range(new):  # in turn: every shard gets old and new positions, oldest first
+            assert stored[s, : int(filled.size[s])].tolist() == got[s::new]
         again = replay_newest(filled, count).value.astype(int).tolist()
         assert sorted(again) == sorted(got)
         if new == 1:
