@@ -139,6 +139,8 @@ def test_unreadable_model_files_are_named(run, tmp_path):
         ),
         (["RUN", "--out", "m.azjax", "--batch", "4"], "--batch is for --format onnx"),
         (["MODEL", "--format", "onnx", "--out", "m.onnx", "--dtype", "bfloat16"], "--dtype is for"),
+        (["MODEL", "--format", "onnx", "--out", "m.onnx", "--batch", "0"], "must be >= 1"),
+        (["MODEL", "--format", "onnx", "--out", "no/m.onnx"], "no/m.onnx: there is no folder"),
     ],
 )
 def test_command_line_refusals(run, tmp_path, capsys, monkeypatch, args, message):
@@ -299,6 +301,12 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     with capsys.disabled():
         print(f"\nONNX vs JAX (1x4 net, symbolic batch): max abs difference {difference:.2e}")
     assert difference < 1e-5
+    # The check compares both outputs: a network whose value alone differs is told apart.
+    value_bias = ("params", "Dense_4", "bias")  # the value head's last layer, its one bias
+    shifted = jax.tree_util.tree_map_with_path(
+        lambda path, x: x + 2.0 if tuple(k.key for k in path) == value_bias else x, params
+    )
+    assert onnx_export.check_onnx(out, config, shifted) > 0.1
     model = onnx.load(out)
     assert [i.name for i in model.graph.input] == ["obs"]
     assert [o.name for o in model.graph.output] == ["logits", "value"]
