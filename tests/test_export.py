@@ -308,6 +308,7 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     )
     assert onnx_export.check_onnx(out, config, shifted) > 0.1
     model = onnx.load(out)
+    assert model.graph.name == "azjax_tictactoe"
     assert [i.name for i in model.graph.input] == ["obs"]
     assert [o.name for o in model.graph.output] == ["logits", "value"]
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "B"
