@@ -2,7 +2,8 @@
 
 For each point of the grid (game x net x batch x simulations x algorithm) it measures:
 
-- self-play (`azjax.selfplay` chunks, auto-reset): simulations/s and positions/s;
+- self-play (`azjax.selfplay` chunks, auto-reset): simulations/s and positions/s, and the share
+  of moves searched fully (`full_search_fraction`; `--full-prob` below 1: the rest fast);
 - the network alone for the same number of evaluations (`azjax.selfplay.chunk_evaluations`: the
   root, one per simulation and a chance game's decision steps; batch B),
   and the ratio self-play time / network time (the search and game overhead);
@@ -316,6 +317,7 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
 
     row |= {
         "chunks": args.chunks,
+        "full_search_fraction": full,
         "warmup_chunks": warmup + 1,
         "compile_and_first_chunk_s": compile_and_first,
         "selfplay_s": seconds,

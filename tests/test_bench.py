@@ -61,7 +61,8 @@ def test_games_bench_writes_a_row_per_game_size_and_batch(tmp_path):
 def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
     out = tmp_path / "selfplay.json"
     args = ["--games", "tictactoe", "--nets", "0x4", "--batches", "4", "--sims", "2"]
-    args += ["--algorithms", "gumbel", "--chunk-moves", "9", "--chunks", "1", "--norms", "none"]
+    args += ["--algorithms", "gumbel", "--chunk-moves", "9", "--chunks", "2", "--norms", "none"]
+    args += ["--full-prob", "0.5", "--fast-sims", "1"]  # playout cap randomisation
     args += ["--trace", str(tmp_path / "trace")]
     result = bench("selfplay", *args, "--warmup", "0", "--out", str(out))
     assert result.returncode == 0, result.stderr
@@ -77,14 +78,26 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         assert sum(profile["seconds_by_kind"].values()) == pytest.approx(profile["device_busy_s"])
         kinds = {"conv/matmul", "scatter", "gather", "reduce", "sort", "copy", "other fusion"}
         assert set(profile["seconds_by_kind"]) <= kinds
-        steps = 9 * (2 + 1)  # a chunk: 9 moves, each the root and 2 simulations
+        # Moves searched fully (2 simulations) or fast (1), drawn move by move over 18 moves.
+        full = row["full_search_fraction"]
+        assert 0 < full < 1
+        simulations = 2 * full + 1 * (1 - full)  # a move's, on average
+        steps = 9 * (simulations + 1)  # a chunk: 9 moves, each the root and its simulations
         assert profile["kernels_per_evaluation_step"] == pytest.approx(profile["kernels"] / steps)
-        assert row["simulations_per_s"] == 2 * row["positions_per_s"]  # no PCR: 2 sims a move
-        assert row["evaluations_per_s"] == pytest.approx(3 * row["positions_per_s"])  # + root
+        assert row["simulations_per_s"] == pytest.approx(simulations * row["positions_per_s"])
+        evaluations = row["evaluations_per_s"] * row["selfplay_s"]
+        assert evaluations == pytest.approx(
+            (simulations + 1) * row["positions_per_s"] * row["selfplay_s"]
+        )
+        assert evaluations == pytest.approx(2 * 4 * 9 * (simulations + 1))  # 2 chunks of B=4
+        assert row["ratio"] == pytest.approx(row["selfplay_s"] / row["network_only_s"])
         # A 0x4 net (a stem convolution and the heads) costs a few thousand FLOPs.
         assert 100 < row["network_flops_per_evaluation"] < 20_000
         flops = row["evaluations_per_s"] * row["network_flops_per_evaluation"]
         assert row["achieved_tflops"] == pytest.approx(flops / 1e12)
+        # The network alone made as many evaluations, in batches of B, in network_only_s.
+        alone = evaluations / row["network_only_s"] * row["network_flops_per_evaluation"]
+        assert row["network_only_tflops"] == pytest.approx(alone / 1e12)
         assert row["peak_tflops"] is None and row["fraction_of_peak"] is None  # a CPU
         assert 0 < row["target_fraction"] <= 1  # games of the first chunk end in the second
         assert 0 <= row["plain_wasted_fraction"] < 1
