@@ -8,21 +8,24 @@ benchmark share them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jax
 
-# Dense peak TFLOP/s per device by the first name found in its device kind (vendor data
-# sheets, without sparsity; a plain "H100" is the SXM part). "tensorfloat32" is the tensor
-# cores' TF32 peak: XLA computes float32 convolutions and matrix products in TF32 on these GPUs
-# unless `jax_default_matmul_precision` asks for full float32. Devices not listed (CPUs
-# included) have no known peak, so no fraction of it is reported.
+# Dense peak TFLOP/s per device by the first name found as a word in its device kind (vendor
+# data sheets, without sparsity; a plain "H100" is the SXM part; "L4" is not "L40S").
+# "tensorfloat32" is the tensor cores' TF32 peak: XLA computes float32 convolutions and matrix
+# products in TF32 on these GPUs unless `jax_default_matmul_precision` asks for full float32.
+# Devices not listed (CPUs included) have no known peak, so no fraction of it is reported.
 PEAK_TFLOPS = {
     "H100 PCIe": {"bfloat16": 756.0, "tensorfloat32": 378.0, "float32": 51.0},
     "H100 NVL": {"bfloat16": 835.0, "tensorfloat32": 417.5, "float32": 60.0},
     "H100": {"bfloat16": 989.0, "tensorfloat32": 494.5, "float32": 67.0},
     "H200": {"bfloat16": 989.0, "tensorfloat32": 494.5, "float32": 67.0},
     "A100": {"bfloat16": 312.0, "tensorfloat32": 156.0, "float32": 19.5},
+    "L40S": {"bfloat16": 362.05, "tensorfloat32": 183.0, "float32": 91.6},
+    "L4": {"bfloat16": 121.0, "tensorfloat32": 60.0, "float32": 30.3},
     "TPU v4": {"bfloat16": 275.0},
     "TPU v5 lite": {"bfloat16": 197.0},
     "TPU v5p": {"bfloat16": 459.0},
@@ -42,7 +45,7 @@ def peak_tflops(dtype: str, device_kind: str | None = None) -> float | None:
     full = str(jax.config.jax_default_matmul_precision) in FULL_PRECISION
     key = "tensorfloat32" if dtype == "float32" and not full else dtype
     for name, peaks in PEAK_TFLOPS.items():
-        if name in kind:
+        if re.search(rf"\b{re.escape(name)}\b", kind):
             return peaks.get(key)
     return None
 
