@@ -41,6 +41,7 @@ import numpy as np
 from benchlib import device_description, write_report
 
 from azjax import agents, arena, parallel, pons, solver
+from azjax.card import run_figures
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.config import (
     Config,
@@ -49,7 +50,6 @@ from azjax.config import (
     config_to_dict,
     load_config,
 )
-from azjax.metrics import read_metrics
 from azjax.network import make_network
 from azjax.trainer import gate, make_trainer, starting_point
 
@@ -262,8 +262,6 @@ def run(
         if progress() >= next_point - 1e-9 or progress() >= 1.0:
             measure()
             next_point += every
-    if points[-1]["iteration"] != iteration:
-        measure()
     return {
         "config": path,
         "seed": seed,
@@ -283,12 +281,10 @@ def measured(workdir: str, args: argparse.Namespace) -> dict[str, Any]:
     steps = list_steps(workdir)
     if not steps:
         raise SystemExit(f"bench.py learning: no checkpoint in {workdir!r}")
-    metrics = pathlib.Path(workdir) / "metrics.jsonl"
-    if not metrics.is_file():
+    if not (pathlib.Path(workdir) / "metrics.jsonl").is_file():
         raise SystemExit(
             f"bench.py learning: no metrics.jsonl in {workdir!r} (azjax-train writes it)"
         )
-    records = read_metrics(metrics)
     saved, _ = load_for_inference(workdir, steps[-1])
     config = config_from_dict(apply_overrides(config_to_dict(saved), args.set))
     referee = Referee(config, args.games, args.solver_set, args.pons)
@@ -297,14 +293,16 @@ def measured(workdir: str, args: argparse.Namespace) -> dict[str, Any]:
     points = []
     for step in steps:
         _, params = load_for_inference(workdir, step)
-        upto = [r for r in records if r.get("iteration", 0) <= step and not r.get("final")]
-        if not upto:
-            raise SystemExit(f"bench.py learning: {metrics} has no record up to iteration {step}")
+        figures = run_figures(pathlib.Path(workdir), step)  # as the model card counts them
+        if figures["wall_clock_minutes"] is None:
+            raise SystemExit(
+                f"bench.py learning: {workdir}/metrics.jsonl has no record of iteration {step}"
+            )
         scores = referee(network, params, jax.random.fold_in(eval_key, step))
         points.append(
             {
-                "minutes": upto[-1]["elapsed_minutes"],
-                "positions": sum(r.get("replay/added", 0) for r in upto),
+                "minutes": figures["wall_clock_minutes"],
+                "positions": figures["positions_seen"],
                 "iteration": step,
                 **scores,
             }

@@ -264,12 +264,13 @@ def test_learning_bench_writes_curves_per_seed(tmp_path, refused):
     assert "--cpu-devices: CPU devices must be >= 1, got 0" in said
 
 
-def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
+def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path, refused):
     workdir, out = tmp_path / "run", tmp_path / "runs.json"
     write_tiny_run(workdir, steps=(1, 3), game="chain_reaction")  # no solver set: the arena
     records = [
         {"iteration": i, "replay/added": 10 * i, "elapsed_minutes": 0.5 * i} for i in (1, 2, 3)
     ]
+    records.append({"iteration": 3, "final": True, "elapsed_minutes": 9.0})  # not training
     (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     args = ["--runs", str(workdir), "--games", "4", "--out", str(out)]
     result = bench("learning", *args, "--set", "eval.opponents=[random]")
@@ -283,6 +284,8 @@ def test_learning_bench_measures_the_checkpoints_of_a_run(tmp_path):
     ]
     assert all(0 <= p["vs random/score"] <= 1 for p in run["points"])
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    (workdir / "metrics.jsonl").write_text(json.dumps(records[2]) + "\n")  # not iteration 1
+    assert "metrics.jsonl has no record of iteration 1" in refused("learning", *args)
 
 
 def test_learning_bench_scores_the_solver_set_it_is_given(tmp_path, refused):
