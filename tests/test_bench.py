@@ -195,6 +195,23 @@ def tiny_program(trips: int, inner: int = 2) -> str:
     return jax.jit(program).lower(jnp.ones((4, 8))).compile().as_text()
 
 
+def test_loop_kernels_follows_its_rules_on_a_written_program(monkeypatch):
+    # tests/data/loop_kernels.hlo: a loop of 5 steps whose body holds a dot, a loop of 3 steps
+    # (a fusion behind a bitcast; its test a comparison), a comparison and a conditional with
+    # branches of 2 and 1 instructions; its own test a comparison.
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    loop_kernels = importlib.import_module("benchlib").loop_kernels
+    counted = loop_kernels((ROOT / "tests" / "data" / "loop_kernels.hlo").read_text(), 5)
+    # dot 1 + inner loop 3 bodies and 4 tests + comparison 1 + the larger branch 2 + test 1;
+    # parameters, tuples, their elements, constants and bitcasts launch nothing.
+    assert counted == {
+        "kernels": 12,
+        "data_dependent_loop_kernels": 0,
+        "by_kind": {"other fusion": 11, "conv/matmul": 1},
+        "loops": 1,
+    }
+
+
 def test_loop_kernels_counts_one_step_of_the_innermost_loop_with_the_heavy_work(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     loop_kernels = importlib.import_module("benchlib").loop_kernels
