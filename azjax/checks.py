@@ -8,6 +8,7 @@ Each check raises ValueError with one line naming the bad value and what was exp
 from __future__ import annotations
 
 import argparse
+import errno
 import pathlib
 from collections.abc import Callable
 
@@ -16,6 +17,14 @@ import games
 SEED_LIMIT = 2**63  # jax.random.key takes a signed 64-bit seed
 SEED_RANGE = "0 <= seed < 2**63"
 SIZE_EXAMPLE = "rows=6,cols=9"
+# OS errors that the path given causes, mended by giving another (bad input); a permission
+# denied is one: the user named a place that is not theirs to write, and nothing is broken. An
+# invalid argument is a name the file system refuses (a ':' on a FAT or SMB mount). Any other
+# (a full disk, an I/O error, a read-only mount) is the machine failing.
+PATH_ERRORS = frozenset(
+    {errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP}
+    | {errno.EINVAL}
+)
 
 
 def check_seed(value: object, name: str = "seed") -> int:

@@ -21,7 +21,7 @@ import numpy as np
 
 from azjax.card import ModelError
 from azjax.config import Config, config_to_dict
-from azjax.export import check_suffix, write_atomically
+from azjax.export import check_suffix, write_atomically, write_error
 from azjax.network import make_network
 
 Params = Any
@@ -139,7 +139,7 @@ def write_checked_onnx(
             )
         os.replace(unchecked, out)
     except OSError as err:
-        raise ModelError(f"cannot write {out}: {err.strerror}") from None
+        raise write_error(out, err) from None
     finally:
         unchecked.unlink(missing_ok=True)
     return difference

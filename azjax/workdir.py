@@ -8,7 +8,6 @@ ask it to finish its iteration, write a checkpoint and stop (`StopRequest`).
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import pathlib
@@ -21,6 +20,7 @@ from typing import Any
 import jax
 
 from azjax import parallel
+from azjax.checks import PATH_ERRORS
 
 
 class WorkdirError(ValueError):
@@ -37,20 +37,6 @@ class WorkdirInUse(RuntimeError):
 
 
 LOCK_FILE = "azjax.lock"
-# OS errors that the path given causes, mended by giving another (WorkdirError); a permission
-# denied is one: the user named a place that is not theirs to write, and nothing is broken. An
-# invalid argument is a name the file system refuses (a ':' on a FAT or SMB mount).
-PATH_ERRORS = frozenset(
-    (
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.EACCES,
-        errno.EPERM,
-        errno.ENAMETOOLONG,
-        errno.ELOOP,
-        errno.EINVAL,
-    )
-)
 
 
 def _unusable(what: str, err: OSError) -> WorkdirError | WorkdirFailure:

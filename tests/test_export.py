@@ -3,8 +3,10 @@ strength figures, and ONNX through jax2onnx checked against JAX with onnxruntime
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import pathlib
 
 import jax
 import msgpack
@@ -341,6 +343,26 @@ def test_an_onnx_graph_unlike_the_network_is_not_written(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"not writing {out}" in err, err
     assert out.read_text() == "before" and sorted(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize(
+    ("number", "code"),
+    [(errno.ENOSPC, 1), (errno.EIO, 1), (errno.EACCES, 2), (errno.EINVAL, 2)],
+)
+def test_a_failing_disk_is_a_failure_and_a_refused_path_bad_input(
+    run, tmp_path, capsys, monkeypatch, number, code
+):
+    """A full or failing disk: exit 1 (the machine); a path the user may not write or the file
+    system refuses: exit 2 (the input). One line either way, and nothing left behind."""
+
+    def failing(path, data):
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", failing)
+    out = tmp_path / "m.azjax"
+    assert main([str(run), "--out", str(out)]) == code
+    assert capsys.readouterr().err == f"azjax-export: cannot write {out}: {os.strerror(number)}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_reexport_refuses_to_overwrite_a_model_without_force(run, tmp_path, capsys):

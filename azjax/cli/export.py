@@ -224,6 +224,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if misplaced := _misplaced(args):
         return bad_input("azjax-export", misplaced)
     use_compilation_cache()
+    from azjax.export import WriteFailure  # flax: loaded after --help
+
     try:
         if args.simulations is not None:
             check_simulations(args.simulations, "--simulations")
@@ -237,6 +239,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return _export(args)
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
         return bad_input("azjax-export", str(err))
+    except WriteFailure as err:  # a full or failing disk: the file is left as it was
+        print(f"azjax-export: {err}", file=sys.stderr)
+        return FAILED
     except KeyboardInterrupt:
         onnx = args.format == "onnx" and args.out is not None and not args.card_only
         kept = f"; {args.out} is left as it was" if onnx else ""
