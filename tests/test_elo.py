@@ -66,6 +66,21 @@ def test_two_players_closed_form_and_stderr():
     repeated = elo.fit([elo.Record("x", "random", w, d, lost, distinct=25)])
     assert repeated.ratings["x"] == pytest.approx(fitted.ratings["x"], abs=1e-6)
     assert repeated.stderr["x"] == pytest.approx(2 * fitted.stderr["x"], rel=1e-6)
+    # 4 virtual draws: 2 more points of 104, and 4 more games of evidence.
+    prior = elo.fit([elo.Record("x", "random", w, d, lost, distinct=25)], prior_draws=4)
+    s = (w + d / 2 + 2) / (n + 4)
+    assert prior.ratings["x"] == pytest.approx(elo_from_score(s), abs=1e-6)
+    assert prior.stderr["x"] == pytest.approx(elo.SCALE / math.sqrt(29 * s * (1 - s)), rel=1e-6)
+
+
+def test_games_against_oneself_count_for_nothing_and_negative_counts_are_refused():
+    games = [elo.Record("x", "random", 50, 20, 30), elo.Record("y", "x", 10, 0, 10)]
+    alone = elo.fit(games)
+    with_self = elo.fit([*games, elo.Record("x", "x", 9, 0, 1)])
+    assert with_self.ratings == pytest.approx(alone.ratings, abs=1e-9)
+    assert with_self.stderr == pytest.approx(alone.stderr, abs=1e-9)
+    with pytest.raises(ValueError, match="negative game count"):
+        elo.fit([*games, elo.Record("x", "random", 3, -1, 0)])
 
 
 def test_draws_only_means_equal_ratings_and_anchor_choice():

@@ -44,6 +44,7 @@ def test_score_moves_on_hand_labelled_positions():
     assert acc.keeps_result == pytest.approx(1 / 3)  # 2 only draws; 3 is illegal
     assert win.value == 1 and draw.value == 0 and lost.value == -1
     assert lost.best_moves == (1, 2, 5)
+    assert not win.keeps_result(-4) and not win.keeps_result(7)  # no such column
     assert acc.by_phase == {"opening": (2, 0.5, 0.5), "late": (1, 0.0, 0.0)}
     assert acc.by_result == {"won": (1, 0.0, 0.0), "drawn": (1, 1.0, 1.0), "lost": (1, 0.0, 0.0)}
     # Keeping the result, blind to the scores: the win's only winning move is best (1), the

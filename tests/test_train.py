@@ -332,10 +332,13 @@ def test_loss_masks_policy_without_full_search():
     good = jax.nn.one_hot(jnp.array([0, 1, 2, 3]), 9)
     mask, value = jnp.array([True, True, False, False]), jnp.array([1.0, -1, 0, 0])
     batch = Batch(obs, good, mask, value, jnp.zeros(4))
-    noisy = batch.replace(policy=batch.policy.at[2:].set(jax.nn.one_hot(jnp.array([8, 8]), 9)))
+    noisy = batch.replace(policy=batch.policy.at[2:].set(jnp.full((2, 9), 1 / 9)))
     _, m1 = loss_fn(trainer.network, params, batch, config.optim)
     _, m2 = loss_fn(trainer.network, params, noisy, config.optim)
     assert float(m1["policy_loss"]) == float(m2["policy_loss"])  # masked rows ignored
+    # The KL to the targets: the cross-entropy less the targets' entropy, 0 for one-hot ones
+    # (the uniform targets of the masked rows count for nothing).
+    assert float(m1["policy_kl"]) == float(m2["policy_kl"]) == float(m1["policy_loss"])
     logits, value = trainer.network.apply(params, obs)
     expected = -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(2), jnp.array([0, 1])])
     np.testing.assert_allclose(m1["policy_loss"], expected, rtol=1e-5)
