@@ -64,9 +64,7 @@ def _matrices(
                 raise ValueError(f"player {name!r} is not among the players {list(players)}")
         if min(g.wins, g.draws, g.losses) < 0:
             raise ValueError(f"negative game count in {g}")
-        i, j = index[g.a], index[g.b]
-        if i == j:
-            continue
+        i, j = index[g.a], index[g.b]  # i == j: a game against oneself adds nothing
         total = g.wins + g.draws + g.losses
         score[i, j] += g.wins + 0.5 * g.draws
         score[j, i] += g.losses + 0.5 * g.draws
