@@ -20,7 +20,13 @@ from helpers import TINY, stop_after_first_iteration
 from azjax import arena
 from azjax.checkpoint import Checkpointer, list_steps, load_for_inference, read_config
 from azjax.config import ConfigError, load_config
-from azjax.loss import l2_penalty, learning_rate_schedule, loss_fn, make_optimizer
+from azjax.loss import (
+    l2_penalty,
+    learning_rate_schedule,
+    loss_fn,
+    make_optimizer,
+    make_train_step,
+)
 from azjax.replay import make_sampler
 from azjax.train import train_and_evaluate
 from azjax.trainer import evaluate, make_trainer, restore, resume, starting_point
@@ -345,3 +351,9 @@ def test_loss_masks_policy_without_full_search():
     np.testing.assert_allclose(m1["value_loss"], jnp.mean((value - batch.value) ** 2), rtol=1e-5)
     total = m1["policy_loss"] + 2 * m1["value_loss"] + 0.01 * l2_penalty(params)
     np.testing.assert_allclose(m1["loss"], total, rtol=1e-6)  # optim.value_weight and optim.l2
+    # A step reports the gradient's norm (before clipping), not the update's.
+    optimizer = make_optimizer(config.optim, 100)
+    step = make_train_step(trainer.network, optimizer, config.optim)
+    _, _, metrics = step(params, optimizer.init(params), batch)
+    grads = jax.grad(lambda p: loss_fn(trainer.network, p, batch, config.optim)[0])(params)
+    np.testing.assert_allclose(metrics["grad_norm"], optax.tree.norm(grads), rtol=1e-5)
