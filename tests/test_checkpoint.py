@@ -98,7 +98,12 @@ def test_agents_load_search_and_policy_specs(saved):
 
 @pytest.mark.parametrize(
     ("override", "named"),
-    [("network.channels=16", "network.channels"), ("replay.capacity=1024", "replay.capacity")],
+    [
+        ("network.channels=16", "network.channels"),
+        ("network.blocks=1", "network.blocks"),
+        ("replay.capacity=1024", "replay.capacity"),
+        ("selfplay.batch_size=16", "selfplay.batch_size"),
+    ],
 )
 def test_incompatible_checkpoint_is_refused(saved, override, named):
     _, _, workdir, _ = saved
