@@ -113,6 +113,16 @@ def test_incompatible_checkpoint_is_refused(saved, override, named):
     assert list_steps(workdir) == [2, 3]
 
 
+def test_other_arrays_are_refused_naming_the_first_that_differs(saved):
+    # The heads' width is no shape key: the saved arrays' signature tells the runs apart.
+    _, _, workdir, _ = saved
+    config = load_config(TICTACTOE, [*TINY, "network.head_channels=4", "train.iterations=9"])
+    first = r"\['params'\]\['params'\]\['Dense_0'\]\['kernel'\]: checkpoint float32\[72, 9\]"
+    with pytest.raises(CheckpointError, match=f"different run: {first}, config float32\\[36, 9\\]"):
+        train_and_evaluate(config, workdir, progress=False)
+    assert list_steps(workdir) == [2, 3]
+
+
 def test_other_game_is_refused(saved):
     _, _, workdir, _ = saved
     config = load_config(
