@@ -170,4 +170,7 @@ def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
             path.write_text("{not json")
     with pytest.raises(CheckpointError, match="damaged"):
         load_for_inference(str(tmp_path))
+    (meta / "metadata").write_text("{}")  # JSON, without the iteration and the config
+    with pytest.raises(CheckpointError, match="is damaged: cannot read its meta"):
+        load_for_inference(str(tmp_path))
     assert pathlib.Path(tmp_path / "checkpoints" / "1").is_dir()
