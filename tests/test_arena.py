@@ -183,6 +183,12 @@ def test_a_player_may_move_twice_in_a_row():
     game = _Rigged((1, 0, 0, 1, 1), lambda m: jnp.where(m[1] == m[2], 1.0, 0.0))
     r = arena.match(game, a, b, 4, jax.random.key(2))
     assert r.first == (2, 0, 0) and r.second == (0, 0, 2)
+    # Movers 0, 1, 1 and player 0 wins iff the last move is 3: A (3) makes it only as player 1,
+    # and B (0) as player 1 ends A's games as player 0. While one agent moves, the games
+    # waiting for the other (their last move pending) take no move and no reward.
+    game = _Rigged((0, 1, 1), lambda m: jnp.where(m[2] == 3, 1.0, -1.0))
+    r = arena.match(game, Agent(_constant(3), name="a"), b, 6, jax.random.key(3))
+    assert (r.wins, r.draws, r.losses) == (0, 0, 6)
 
 
 def _opening_decides(moves):
@@ -201,6 +207,13 @@ def test_random_openings_are_shared_by_each_pair_of_games():
         assert 0 < r.first[0] < 20
         # Constant agents replay each of the 8 openings' games: at most 8 x 2 colours distinct.
         assert 2 < r.distinct <= 16
+        # Batches of 3 are played as 4 (whole pairs): colours alternate and openings pair up
+        # across the batches.
+        r = arena.match(game, a, b, 6, jax.random.key(seed), opening_moves=1, batch_size=3)
+        assert (r.wins, r.draws, r.losses) == (3, 0, 3) and sum(r.first) == 3
+    # A game decided inside its opening still counts.
+    r = arena.match(game, a, b, 40, jax.random.key(0), opening_moves=2)
+    assert (r.wins, r.draws, r.losses) == (20, 0, 20)
 
 
 def test_repeated_games_are_counted_once_in_the_interval():
@@ -208,6 +221,8 @@ def test_repeated_games_are_counted_once_in_the_interval():
     a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
     r = arena.match(HIGHER, a, b, 40, jax.random.key(4), batch_size=8)
     assert r.distinct == 2 and r.to_dict()["distinct_games"] == 2
+    same = Agent(_constant(2), name="same")  # the same moves in both colours: two games still
+    assert arena.match(HIGHER, same, b, 40, jax.random.key(4)).distinct == 2
     assert r.ci95 == pytest.approx(1.96 * np.sqrt(0.25 * 40 / 39 / 2))
     # Random agents rarely repeat a game of 4 moves among 8 actions.
     game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
@@ -233,6 +248,27 @@ def test_bad_arguments_are_refused():
         arena.match(HIGHER, a, a, 2, jax.random.key(0), opening_moves=-1)
     with pytest.raises(ValueError, match="distinct"):
         arena.round_robin(HIGHER, [a, a], 2, jax.random.key(0))
+    # A game that outlasts its declared length is reported, not counted as unfinished.
+    long = _Rigged((0,) * 6, _higher_wins)
+    long.max_game_length = 1
+    with pytest.raises(RuntimeError, match="a game outlasted 4 turns; max_game_length is too"):
+        arena.match(long, a, a, 2, jax.random.key(0))
+
+
+def _random(params, state, key):
+    del params
+    return random_legal_action(key, state.legal_action_mask)
+
+
+def test_each_pair_of_a_round_robin_plays_its_own_games():
+    # Three copies of one random agent: with one key for every pair, each match would replay
+    # the same games.
+    game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
+    players = [Agent(_random, name=name) for name in "xyz"]
+    results = arena.round_robin(game, players, 40, jax.random.key(6))
+    games = {(r.wins, r.draws, r.losses, r.first, r.second) for r in results}
+    assert [(r.name_a, r.name_b) for r in results] == [("x", "y"), ("x", "z"), ("y", "z")]
+    assert len(games) == 3
 
 
 def test_ladder_orders_rigged_agents():

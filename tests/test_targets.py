@@ -116,6 +116,8 @@ def test_q_and_mix_targets():
     q, known = targets.value_targets(traj, "q")
     np.testing.assert_allclose(q[:, 0], [0.2, -0.4, 0.6])
     assert bool(known.all())  # q needs no game result
+    padded = traj.replace(valid=traj.valid.at[0].set(False))  # a padding entry: not a position
+    assert targets.value_targets(padded, "q")[1][:, 0].tolist() == [False, True, True]
     traj = make_trajectory([0, 1, 0], [0, 0, -1], [0, 0, 1], root_value=[0.2, -0.4, 0.6])
     mix, known = targets.value_targets(traj, "mix", 0.25)
     np.testing.assert_allclose(mix[:, 0], [0.75 * -1 + 0.25 * 0.2, 0.75 + 0.25 * -0.4, -0.6])
