@@ -231,6 +231,24 @@ def test_greedy_beats_random_widely(name, kwargs):
 # ----------------------------------------------------------------------------- pure MCTS
 
 
+@pytest.mark.parametrize("spec", ["greedy", "alphabeta:1"])
+def test_ties_are_broken_at_random(spec):
+    # A first line of Dots and Boxes closes nothing and gives nothing away: every move ties.
+    game = games.make("dots_and_boxes")
+    agent = agents.make(spec, game)
+    state = game.init(jax.random.key(0))
+    keys = jax.random.split(jax.random.key(1), 64)
+    moves = jax.jit(jax.vmap(agent.fn, (None, None, 0)))(agent.params, state, keys)
+    assert len(set(np.asarray(moves).tolist())) > 8
+
+
+def test_an_agent_refuses_a_batch_of_states():
+    game = games.make("tictactoe")
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 3))
+    with pytest.raises(ValueError, match=r"agent random takes one unbatched State, got a batch"):
+        agents.make("random", game)(states, jax.random.key(1))
+
+
 def test_rollout_value_is_from_the_movers_view():
     game = games.make("tictactoe")
     evaluate = jax.jit(agents.rollout_evaluator(game))  # one compilation for every call below
