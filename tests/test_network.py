@@ -38,6 +38,13 @@ def test_shapes_and_ranges(name, kwargs):
     assert value.shape == (5,) and value.dtype == jnp.float32
     assert bool(jnp.all(jnp.abs(value) <= 1.0))
     assert bool(jnp.all(jnp.isfinite(logits)))
+    # However large the value layer's output, the value stays in [-1, 1] (a tanh).
+    large = jax.tree_util.tree_map_with_path(
+        lambda path, x: x + 50.0 if x.shape == (1,) else x,
+        params,  # its one bias
+    )
+    value = jax.jit(net.apply)(large, obs)[1]
+    assert bool(jnp.all((value > 0.99) & (value <= 1.0)))
 
 
 def test_no_batch_statistics_and_pure_apply():
