@@ -70,6 +70,23 @@ def rollout_inputs(length, batch, seed, full_every=3):
     return full, jax.random.split(jax.random.key(seed), (length, batch))
 
 
+@SHARED
+def test_fast_searches_past_the_temperature_moves_do_not_explore():
+    # Playout cap randomisation's fast searches add no root noise once the temperature moves
+    # are played: their moves and values do not depend on the keys.
+    game, rollout = integer_rollout("tictactoe", "gumbel")
+    states, _ = start(game, 4)
+    past = jnp.full(4, 3, jnp.int32)  # temperature_moves=3 already played
+    fast = jnp.zeros(4, bool)
+    runs = [rollout(None, states, past, fast, rollout_inputs(4, 4, seed)[1])[2] for seed in (1, 2)]
+    np.testing.assert_array_equal(runs[0].action, runs[1].action)
+    np.testing.assert_array_equal(runs[0].root_value, runs[1].root_value)
+    # Full searches in the temperature moves sample: from one start, each slot its own game.
+    full = jnp.ones(4, bool)
+    played = rollout(None, states, jnp.zeros(4, jnp.int32), full, rollout_inputs(4, 4, 3)[1])[2]
+    assert len({tuple(a) for a in np.asarray(played.action).T.tolist()}) > 1
+
+
 @pytest.mark.parametrize("name,kwargs,algorithm", GAMES)
 def test_selfplay_games_are_legal_and_replay_exactly(name, kwargs, algorithm):
     """Replaying each slot's recorded moves from the start position reproduces every
@@ -167,9 +184,10 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob):
     init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
     chunk_fn = jax.jit(chunk_fn)
     carry = init_fn(jax.random.key(0))
-    emitted, finished, chunks = 0, 0, 6
+    emitted, finished, chunks, full = 0, 0, 6, 0.0
     for c in range(chunks):
         carry, ex, metrics = chunk_fn(params, carry, jax.random.key(c + 1))
+        full += float(metrics["full_search_fraction"]) / chunks
         ex = jax.tree.map(np.asarray, ex)
         assert ex.valid.shape == (30,) and ex.observation.shape == (30, 3, 3, 2)
         valid = ex.valid
@@ -190,6 +208,8 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob):
     # Nothing is lost: every searched position was emitted or is still pending.
     assert emitted + int(carry.pending.valid.sum()) == chunks * 30
     assert finished > 0 and emitted > chunks * 30 // 2
+    # Each move's search is drawn full or fast.
+    assert 0 < full < 1 if prob < 1 else full == pytest.approx(1)
 
 
 @SHARED
