@@ -175,12 +175,13 @@ def test_playout_cap_randomization_masks():
     np.testing.assert_allclose(visits, np.round(visits), atol=1e-4)
 
 
-@pytest.mark.parametrize("prob", [0.5, 1.0])
-def test_chunks_emit_every_position_once_with_pcr_masks(prob):
+# A fast search of as many simulations as a full one is a full one: PCR is off.
+@pytest.mark.parametrize(("prob", "fast"), [(0.5, 2), (1.0, 2), (0.5, 6)])
+def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
     game = games.make("tictactoe")
     evaluate, params = tiny_net(game)
     search = SearchConfig(num_simulations=6, max_num_considered_actions=4)
-    cfg = SelfPlayConfig(batch_size=6, chunk_moves=5, full_search_prob=prob, fast_simulations=2)
+    cfg = SelfPlayConfig(batch_size=6, chunk_moves=5, full_search_prob=prob, fast_simulations=fast)
     init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
     chunk_fn = jax.jit(chunk_fn)
     carry = init_fn(jax.random.key(0))
@@ -199,7 +200,7 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob):
         assert set(np.unique(ex.value[valid])) <= {-1.0, 0.0, 1.0}
         assert (ex.value[~valid] == 0).all()
         assert int(metrics["dropped_positions"]) == 0
-        if prob == 1.0:
+        if prob == 1.0 or fast == 6:
             assert (ex.policy_mask == valid).all()
             assert float(metrics["full_search_fraction"]) == 1.0
         emitted += int(valid.sum())
@@ -209,7 +210,7 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob):
     assert emitted + int(carry.pending.valid.sum()) == chunks * 30
     assert finished > 0 and emitted > chunks * 30 // 2
     # Each move's search is drawn full or fast.
-    assert 0 < full < 30 if prob < 1 else full == 30
+    assert 0 < full < 30 if prob < 1 and fast < 6 else full == 30
 
 
 @SHARED
