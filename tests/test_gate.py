@@ -11,6 +11,7 @@ import pytest
 from helpers import TINY, stop_after_first_iteration
 from test_train import TICTACTOE, assert_trees_equal
 
+from azjax import arena
 from azjax.checkpoint import Checkpointer
 from azjax.config import ConfigError, load_config
 from azjax.train import train_and_evaluate
@@ -60,6 +61,23 @@ def test_gate_promotes_only_a_candidate_that_scores_the_threshold(trainer):
     promoted, record = gate(with_threshold(0.0), state, jax.random.key(2))
     assert record["gate/promoted"] == 1 and 0.0 <= record["gate/score"] <= 1.0
     assert_trees_equal(promoted.best, promoted.params)
+
+
+def test_the_gate_plays_the_latest_parameters_against_the_best(trainer, monkeypatch):
+    state = trainer.init(jax.random.key(3))
+    state = state.replace(params=jax.tree.map(lambda x: x + 1.0, state.params))
+    played = {}
+
+    def match(game, a, b, num_games, key, opening_moves=0):
+        played.update(a=a.params, b=b.params)
+        return arena.MatchResult(num_games, 0, 0, (num_games // 2, 0, 0), (num_games // 2, 0, 0))
+
+    monkeypatch.setattr(arena, "match", match)
+    promoted, record = gate(trainer, state, jax.random.key(4))
+    assert record == {"gate/score": 1.0, "gate/promoted": 1}
+    assert_trees_equal(played["a"], state.params)  # the candidate: the latest
+    assert_trees_equal(played["b"], state.best)
+    assert_trees_equal(promoted.best, state.params)
 
 
 def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
