@@ -22,8 +22,15 @@ SIZE_EXAMPLE = "rows=6,cols=9"
 # invalid argument is a name the file system refuses (a ':' on a FAT or SMB mount). Any other
 # (a full disk, an I/O error, a read-only mount) is the machine failing.
 PATH_ERRORS = frozenset(
-    {errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP}
-    | {errno.EINVAL}
+    {
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EINVAL,
+    }
 )
 
 
