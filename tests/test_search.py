@@ -288,6 +288,25 @@ def test_exploring_search_still_prefers_the_win_and_samples_legal_moves(algorith
     assert hits > 16, hits  # sampled moves: most but not necessarily all are the win
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_finished_game_gets_move_0_no_policy_and_value_0(algorithm):
+    game = games.make("tictactoe")
+    state = game.init(jax.random.key(0))
+    for action in (0, 3, 1, 4, 2):  # X wins the top row
+        state = game.step(state, action)
+    assert bool(state.terminated)
+    config = SearchConfig(algorithm=algorithm, num_simulations=4)
+    out = run_search(
+        game, adversarial_evaluator, None, stack_states([state]), jax.random.key(1), config
+    )
+    assert int(out.action[0]) == 0 and float(out.root_value[0]) == 0.0
+    assert not np.asarray(out.policy).any()
+    with pytest.raises(ValueError, match=r"^num_simulations must be >= 1, got 0$"):
+        run_search(
+            game, adversarial_evaluator, None, stack_states([state]), jax.random.key(1), config, 0
+        )
+
+
 def test_config_errors_name_the_bad_value():
     with pytest.raises(ValueError, match="'ucb'"):
         SearchConfig(algorithm="ucb")
