@@ -232,9 +232,10 @@ def step_drawn(game: Game, state: State, action: Array, key: Array) -> State:
 def rollout_evaluator(game: Game) -> Evaluator:
     """An Evaluator for pure MCTS: uniform logits and the result of one random playout.
 
-    The value is the total reward that the player to move at the evaluated state collects
-    while both sides play uniformly random legal moves to the end (0 for a final state), the
-    dice of a game with chance drawn from the key.
+    The value is the result (+1, -1 or 0: the game contract's final reward) for the player to
+    move at the evaluated state of a game that both sides play on with uniformly random legal
+    moves (0 for a final state, and for a playout cut at `max_game_length`), the dice of a game
+    with chance drawn from the key.
     """
 
     def rollout(state: State, key: Array) -> Array:
@@ -257,7 +258,7 @@ def rollout_evaluator(game: Game) -> Evaluator:
         del params
         batch = states.current_player.shape[0]
         values = jax.vmap(rollout)(states, jax.random.split(key, batch))
-        return jnp.zeros((batch, game.num_actions), jnp.float32), jnp.clip(values, -1.0, 1.0)
+        return jnp.zeros((batch, game.num_actions), jnp.float32), values
 
     return evaluate
 

@@ -26,6 +26,7 @@ PEAK_TFLOPS = {
     "A100": {"bfloat16": 312.0, "tensorfloat32": 156.0, "float32": 19.5},
     "L40S": {"bfloat16": 362.05, "tensorfloat32": 183.0, "float32": 91.6},
     "L4": {"bfloat16": 121.0, "tensorfloat32": 60.0, "float32": 30.3},
+    "T4": {"float32": 8.1},  # no bfloat16 or TF32 tensor cores (see `emulated`)
     "TPU v4": {"bfloat16": 275.0},
     "TPU v5 lite": {"bfloat16": 197.0},
     "TPU v5p": {"bfloat16": 459.0},
@@ -33,21 +34,40 @@ PEAK_TFLOPS = {
 }
 # `jax_default_matmul_precision` values that make XLA compute float32 products in float32.
 FULL_PRECISION = ("float32", "highest", "F32_F32_F32")
+# NVIDIA GPUs compute in bfloat16 from compute capability 8.0 (Ampere) on.
+BFLOAT16_CAPABILITY = (8, 0)
 
 
 def peak_tflops(dtype: str, device_kind: str | None = None) -> float | None:
     """The dense peak TFLOP/s of one device of `device_kind` (default: the first device's) for
     a network in `dtype` ("float32", "bfloat16"); None where PEAK_TFLOPS does not know it.
 
-    A float32 network's peak is the TF32 one where the device has it, unless
+    A float32 network's peak is the TF32 one where the device has TF32, unless
     `jax_default_matmul_precision` is one of FULL_PRECISION."""
     kind = jax.devices()[0].device_kind if device_kind is None else device_kind
     full = str(jax.config.jax_default_matmul_precision) in FULL_PRECISION
     key = "tensorfloat32" if dtype == "float32" and not full else dtype
     for name, peaks in PEAK_TFLOPS.items():
         if re.search(rf"\b{re.escape(name)}\b", kind):
-            return peaks.get(key)
+            return peaks.get(key, peaks.get(dtype))
     return None
+
+
+def emulated(dtype: str, device: Any = None) -> str | None:
+    """A warning when a network in `dtype` would run on `device` (default: the first) without
+    arithmetic of its own: bfloat16 on an NVIDIA GPU older than compute capability 8.0 (a T4,
+    Colab's free GPU), which XLA computes through float32; None otherwise."""
+    device = jax.devices()[0] if device is None else device
+    capability = re.fullmatch(r"(\d+)\.(\d+)", str(getattr(device, "compute_capability", "")))
+    if dtype != "bfloat16" or device.platform != "gpu" or capability is None:
+        return None
+    if tuple(map(int, capability.groups())) >= BFLOAT16_CAPABILITY:
+        return None
+    return (
+        f"network.dtype=bfloat16 on a {device.device_kind} (compute capability "
+        f"{device.compute_capability}): GPUs before 8.0 have no bfloat16 arithmetic, so XLA "
+        "emulates it through float32; use network.dtype=float32 on this GPU"
+    )
 
 
 def network_flops(network: Any, params: Any, observations: Any) -> float | None:

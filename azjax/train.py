@@ -160,6 +160,9 @@ class _Session:
                     )
         if jax.process_index() == 0:
             (workdir / "config.yaml").write_text(dump_config(config))
+            warning = throughput.emulated(config.network.dtype)
+            if warning:
+                print(f"warning: {warning}", file=sys.stderr, flush=True)
         self.log_file = RunLog(workdir, self.iteration, saved)
         self.start_iteration = self.iteration
         self.pending: list[dict] = []  # records since the last checkpoint

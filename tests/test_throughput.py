@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -9,7 +11,7 @@ import pytest
 from helpers import TINY
 from test_train import TICTACTOE, records
 
-from azjax import throughput
+from azjax import throughput, train
 from azjax.config import load_config
 from azjax.runlog import postfix
 from azjax.train import train_and_evaluate
@@ -60,9 +62,38 @@ def test_peak_is_known_for_listed_devices_only():
         with jax.default_matmul_precision(precision):
             assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 19.5
             assert throughput.peak_tflops("bfloat16", "NVIDIA A100-SXM4-40GB") == 312.0
+    assert throughput.peak_tflops("float32", "Tesla T4") == 8.1  # no TF32 either
+    assert throughput.peak_tflops("bfloat16", "Tesla T4") is None  # emulated
     assert throughput.peak_tflops("float32", "TPU v4") is None  # no float32 figure
     assert throughput.peak_tflops("float32", "cpu") is None
     assert throughput.peak_tflops("float32") is None  # this machine: a CPU
+
+
+def test_bfloat16_on_a_gpu_without_bfloat16_arithmetic_is_warned_of(tmp_path, monkeypatch, capsys):
+    def gpu(kind: str, capability: str) -> SimpleNamespace:
+        return SimpleNamespace(platform="gpu", device_kind=kind, compute_capability=capability)
+
+    t4 = gpu("Tesla T4", "7.5")
+    warning = throughput.emulated("bfloat16", t4)
+    assert "Tesla T4" in warning and "7.5" in warning and "network.dtype=float32" in warning
+    assert throughput.emulated("float32", t4) is None
+    assert throughput.emulated("bfloat16", gpu("NVIDIA A100-SXM4-40GB", "8.0")) is None
+    assert throughput.emulated("bfloat16", gpu("NVIDIA H200", "9.0")) is None
+    assert throughput.emulated("bfloat16", gpu("NVIDIA B200", "10.0")) is None  # not "1" < "8"
+    assert throughput.emulated("bfloat16", gpu("AMD Instinct MI300X", "gfx942")) is None
+    assert throughput.emulated("bfloat16") is None  # this machine: a CPU
+    # azjax-train says so at the start of a run (stopped there: nothing else is at stake).
+    real = throughput.emulated
+    monkeypatch.setattr(throughput, "emulated", lambda dtype: real(dtype, t4))
+
+    def started(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "RunLog", started)
+    config = load_config(TICTACTOE, [*TINY, "network.dtype=bfloat16"])
+    with pytest.raises(KeyboardInterrupt):
+        train.train_and_evaluate(config, tmp_path, progress=False)
+    assert f"warning: {warning}" in capsys.readouterr().err
 
 
 def test_records_log_evaluations_per_second_and_the_fraction_of_peak(tmp_path, monkeypatch):
