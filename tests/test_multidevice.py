@@ -98,3 +98,37 @@ def test_cpu_devices_one_per_core_as_many_as_divide_the_batches():
         timeout=300,
     )
     assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+
+
+# Training waits for every device's shard of the buffer to hold a position (each device samples
+# its share of a batch from its own shard), not only for replay.min_size in all.
+EMPTY_SHARD = r"""
+import jax, jax.numpy as jnp
+import sys
+
+sys.path.insert(0, "tests")
+from helpers import TINY
+from test_train import TICTACTOE
+from azjax.config import load_config
+from azjax.trainer import make_trainer
+
+# One move per iteration from fresh games: no game finishes, so nothing is added.
+overrides = ["selfplay.chunk_moves=1", "selfplay.opening_moves=0", "replay.min_size=16"]
+config = load_config(TICTACTOE, [*TINY, *overrides])
+trainer = make_trainer(config)
+assert trainer.mesh.devices.size == 2
+trained = {}
+for sizes in ([16, 0], [0, 16], [15, 1], [8, 8]):
+    state = trainer.init(jax.random.key(0))  # iterate donates it
+    size = jax.device_put(jnp.array(sizes, jnp.int32), trainer.shardings.buffer.size)
+    _, metrics = trainer.iterate(state.replace(buffer=state.buffer.replace(size=size)))
+    assert int(metrics["replay/added"]) == 0
+    trained[tuple(sizes)] = bool(metrics["train/trained"])
+assert trained == {(16, 0): False, (0, 16): False, (15, 1): True, (8, 8): True}, trained
+print("OK")
+"""
+
+
+def test_training_waits_until_no_shard_is_empty():
+    result = run(["-c", EMPTY_SHARD], 2)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
