@@ -246,7 +246,40 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
     search = jax.jit(
         lambda s: run_search(game, uniform, None, s, jax.random.key(1), config, explore=False)
     )
-    assert np.asarray(search(batch).action).tolist() == [2, 5]
+    out = search(batch)
+    assert np.asarray(out.action).tolist() == [2, 5]
+    # The policy target learns it too (the prior is flat): Gumbel's softmax of prior + completed
+    # Q, PUCT's visits.
+    assert np.asarray(out.policy).argmax(-1).tolist() == [2, 5]
+    assert (np.asarray(out.policy).max(-1) > 0.5).all()
+
+
+def test_gumbel_chance_search_samples_moves_when_exploring():
+    """With root noise, Gumbel's search with chance nodes still takes the win (X at 2: the
+    sampled move is sequential halving's pick, Q included), and on the empty board, where every
+    move is worth the same to a flat evaluator, the noise picks different moves in different
+    games; without it, every game plays the same move."""
+    game = _Coin()
+    start = game.init(jax.random.key(0))
+    win = start
+    for move in (0, 3, 1, 4):
+        win = game.step(win, move)
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *[win] * 4, *[start] * 8)
+
+    def flat(params, states, key):
+        rows = states.terminated.shape[0]
+        return jnp.zeros((rows, game.num_actions)), jnp.zeros(rows)
+
+    config = SearchConfig(algorithm="gumbel", num_simulations=32, chance_value="expected")
+    search = jax.jit(
+        lambda s, explore: run_search(
+            game, flat, None, s, jax.random.key(1), config, explore=explore
+        )
+    )
+    explored = np.asarray(search(batch, jnp.bool_(True)).action)
+    assert (explored[:4] == 2).all()
+    assert len(set(explored[4:].tolist())) > 1, explored
+    assert len(set(np.asarray(search(batch, jnp.bool_(False)).action)[4:].tolist())) == 1
 
 
 def test_a_chance_node_is_worth_its_rolls_weighed_by_their_probabilities():
