@@ -18,8 +18,15 @@ pytest.importorskip("pgx")
 import games
 from azjax import agents
 from azjax.config import ConfigError, load_config
-from azjax.search import SearchConfig, run_search, search_evaluations, search_tree
+from azjax.search import (
+    CHANCE_VALUES,
+    SearchConfig,
+    run_search,
+    search_evaluations,
+    search_tree,
+)
 from azjax.selfplay import SelfPlayConfig, make_rollout
+from games.core import mover_rewards
 from games.testing import check_game
 from games.tictactoe import TicTacToe
 
@@ -317,6 +324,49 @@ def test_a_chance_node_is_worth_its_rolls_weighed_by_their_probabilities():
     assert rolled.any() and (~rolled).any()  # both kinds of move among the 16
     assert len(np.unique(probs[rolled], axis=0)) == 1 and np.isclose(probs[rolled].min(), 1 / 36)
     assert (probs[~rolled] == np.eye(game.chance_outcomes)[0]).all()
+
+
+class _Lucky(_Coin):
+    """Tic-Tac-Toe where a loaded coin, tossed after a move that leaves the game on, ends it
+    as the mover's win one time in ten."""
+
+    def chance_probs(self, afterstate):
+        live = ~afterstate.terminated
+        return jnp.where(live, jnp.float32([0.9, 0.1]), jnp.float32([1.0, 0.0]))
+
+    def step_chance(self, afterstate, outcome):
+        lucky = (outcome == 1) & ~afterstate.terminated
+        mover = 1 - afterstate.current_player
+        return afterstate.replace(
+            terminated=afterstate.terminated | lucky,
+            rewards=jnp.where(lucky, mover_rewards(mover, 1.0), afterstate.rewards),
+            legal_action_mask=afterstate.legal_action_mask & ~lucky,
+        )
+
+
+@pytest.mark.parametrize("chance_value", CHANCE_VALUES)
+def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_value):
+    """A flat evaluator's first value of the chance node after a move is the loaded coin's:
+    the expectation 0.1 under "expected", and under "sampled" a win (1) for the rows whose
+    drawn toss came up lucky, drawn by the coin's probabilities (about 1 row in 10, not 1 in
+    2)."""
+    game, rows = _Lucky(), 128
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), rows))
+
+    def flat(params, states, key):
+        batch = states.terminated.shape[0]
+        return jnp.zeros((batch, game.num_actions)), jnp.zeros(batch)
+
+    config = SearchConfig(algorithm="puct", num_simulations=1, chance_value=chance_value)
+    _, tree = jax.jit(
+        lambda s: search_tree(game, flat, None, s, jax.random.key(1), config, explore=False)
+    )(states)
+    first = np.asarray(tree.raw_values[:, 1])  # the one chance node, the mover's view
+    if chance_value == "expected":
+        np.testing.assert_allclose(first, 0.1, rtol=1e-6)
+    else:
+        assert set(np.unique(first)) <= {0.0, 1.0}
+        assert 0.02 < first.mean() < 0.25, first.mean()
 
 
 def test_gumbel_chance_search_tries_every_sampled_move():

@@ -107,6 +107,39 @@ def test_published_small_board_values():
 def test_solver_refuses_boards_too_large():
     with pytest.raises(ValueError, match="at most 24"):
         solve(3, 4)
+    with pytest.raises(ValueError, match="1x8 boxes have 25 lines"):  # one too many
+        solve(1, 8)
+
+
+def test_a_line_that_closes_two_boxes_scores_both():
+    """Wherever one line closes two boxes at once on 2x2, `closes`, `move_values` and the
+    perfect agent's choice agree with the plain minimax: both boxes count."""
+    solution, reference = Solution.of(2, 2), Minimax(2, 2)
+    doubles = {
+        drawn
+        for drawn in range(1 << reference.lines)
+        for line in range(reference.lines)
+        if not drawn >> line & 1 and reference.gained(drawn, line) == 2
+    }
+    assert doubles
+    for drawn in doubles:
+        moves = solution.move_values(drawn)
+        for line, value in enumerate(moves):
+            if value is not None:
+                assert solution.closes(drawn, line) == reference.gained(drawn, line)
+                assert value == reference.move_value(drawn, line)
+    game = games.make("dots_and_boxes", rows=2, cols=2)
+    sets = np.array(sorted(doubles))
+    lines = (sets[:, None] >> np.arange(reference.lines)) & 1 == 1
+    start = game.init(jax.random.key(0))
+    states = jax.vmap(lambda drawn: start.replace(lines=drawn, legal_action_mask=~drawn))(
+        jnp.asarray(lines)
+    )
+    perfect = perfect_agent(game, solution)
+    keys = jax.random.split(jax.random.key(1), len(sets))
+    chosen = np.asarray(jax.jit(jax.vmap(perfect))(states, keys))
+    for drawn, line in zip(sets.tolist(), chosen.tolist(), strict=True):
+        assert reference.move_value(drawn, line) == reference.value(drawn), (drawn, line)
 
 
 def test_full_game_values_match_openspiel_on_2x2():

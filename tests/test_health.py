@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +13,7 @@ import games
 from azjax import health
 from azjax.config import load_config
 from azjax.network import NetworkConfig, init_params, make_network
+from azjax.train import _Session
 from azjax.trainer import make_trainer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -69,6 +71,46 @@ def test_monitor_judges_full_windows_of_trained_iterations_only():
         record = _healthy(loss=loss)
         assert slow.update(record) == []
     assert record["health/ok"] == 1
+
+
+def test_monitor_judges_the_window_on_average_at_any_loss_scale():
+    """A spread judged over the window's mean (one calm batch among lively ones is no dead
+    head), and a loss that stopped moving relative to its size (a loss near 1000 moving by
+    1e-4 has stopped; one near 2 moving by 5e-4 has not)."""
+    monitor = health.Monitor(window=3)
+    for value_std in (0.3, 0.3, 1e-4):
+        problems = monitor.update(_healthy(value_std=value_std, loss=2.0 + value_std))
+    assert problems == []
+    dead = health.Monitor(window=3)
+    for value_std in (1e-4, 1e-4, 1e-3):
+        problems = dead.update(_healthy(value_std=value_std, loss=2.0 + value_std))
+    assert problems == ["value output is constant (std 4.0e-04 over a batch)"]
+    large = health.Monitor(window=3)
+    for loss in (1000.0, 1000.0001, 1000.0):
+        problems = large.update(_healthy(loss=loss))
+    assert problems == ["the loss stopped moving (at 1000.0000)"]
+
+
+def test_training_reports_the_health_verdict_when_it_changes_only():
+    """The loop writes a line when the problems found change (and when health comes back),
+    not once per iteration."""
+    lines: list[str] = []
+    session = SimpleNamespace(
+        monitor=health.Monitor(window=2),
+        problems=[],
+        iteration=0,
+        bar=SimpleNamespace(write=lines.append),
+        elapsed_minutes=lambda: 1.0,
+    )
+    for value_std in (0.0, 0.0, 0.0, 0.0, 0.3, 0.3, 0.3):
+        session.iteration += 1
+        record = _healthy(value_std=value_std, loss=2.0 - 0.1 * session.iteration)
+        _Session.watch_health(session, record)
+        assert record["elapsed_minutes"] == 1.0
+    assert lines == [
+        "iteration 2: value output is constant (std 0.0e+00 over a batch)",
+        "iteration 5: run health ok again",  # the window's mean is back up
+    ]
 
 
 def test_check_network_flags_a_constant_network():
