@@ -26,7 +26,7 @@ from azjax.cli.train import summary
 from azjax.config import ConfigError, load_config
 from azjax.metrics import read_metrics
 from azjax.runlog import RunLog
-from azjax.train import train_and_evaluate
+from azjax.train import _finished, train_and_evaluate
 from azjax.workdir import LOCK_FILE, WorkdirInUse, WorkdirLock
 
 pytestmark = pytest.mark.xdist_group("train")
@@ -225,6 +225,20 @@ def test_a_finished_run_is_left_as_it_is(three_sessions):
     assert list_steps(workdir)[-1] == 3 and not (workdir / LOCK_FILE).exists()
     assert "is finished (iteration 3 of train.iterations=3); raise train.iterations" in out
     assert after == before
+
+
+def test_a_run_is_finished_once_its_last_iterations_final_evaluation_is_logged(tmp_path):
+    """A run trained further after an earlier finish (train.iterations raised) and stopped
+    before its new final evaluation is not finished: the earlier final record is another
+    iteration's."""
+    config = load_config(TICTACTOE, [*TINY, "eval.final_num_games=8"])
+    (tmp_path / "metrics.jsonl").write_text(
+        "\n".join(json.dumps(r) for r in ({"iteration": 2}, {"iteration": 2, "final": True})) + "\n"
+    )
+    assert _finished(tmp_path, config, 2)
+    assert not _finished(tmp_path, config, 4)
+    quiet = load_config(TICTACTOE, TINY)  # eval.final_num_games=0
+    assert _finished(tmp_path, quiet, 4)  # no final evaluation to wait for
 
 
 # ----------------------------------------------------------------------------- reports
