@@ -100,13 +100,19 @@ def test_records_log_evaluations_per_second_and_the_fraction_of_peak(tmp_path, m
     peak = 2.0  # a device in the table, whatever runs the test
     monkeypatch.setattr(throughput, "peak_tflops", lambda dtype: peak)
     overrides = ["train.iterations=1", "replay.min_size=100", "search.num_simulations=3"]
-    config = load_config(TICTACTOE, [*TINY, *overrides])
+    fast = ["selfplay.full_search_prob=0.5", "selfplay.fast_simulations=1"]
+    config = load_config(TICTACTOE, [*TINY, *overrides, *fast])
     train_and_evaluate(config, tmp_path, progress=False)
     (record,) = records(tmp_path)
-    # Every slot searches every step: the root and one leaf per simulation, no fast searches.
-    searched = config.selfplay.batch_size * config.selfplay.chunk_moves
-    assert record["moves_per_second"] * record["seconds"] == pytest.approx(searched)
-    evaluations = searched * (1 + config.search.num_simulations)
+    moves, batch = config.selfplay.chunk_moves, config.selfplay.batch_size
+    assert record["moves_per_second"] * record["seconds"] == pytest.approx(moves * batch)
+    assert record["positions_per_second"] * record["seconds"] == pytest.approx(
+        record["replay/added"]
+    )
+    # Each step searches every slot fully (the root and a leaf per simulation) or fast.
+    full = round(record["selfplay/full_search_fraction"] * moves)
+    assert 0 < full < moves
+    evaluations = batch * (full * (1 + 3) + (moves - full) * (1 + 1))
     assert record["evaluations_per_second"] * record["seconds"] == pytest.approx(evaluations)
     bar = postfix(record)
     assert bar["eval/s"] == f"{record['evaluations_per_second']:.0f}" or bar["eval/s"][-1] in "kMG"

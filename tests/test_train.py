@@ -75,7 +75,7 @@ def records(workdir):
 def two_iterations(tmp_path_factory):
     """(config, workdir, final result) of a tiny run of two iterations and a final evaluation."""
     workdir = tmp_path_factory.mktemp("two_iterations")
-    config = load_config(TICTACTOE, [*TINY, "eval.final_num_games=4"])
+    config = load_config(TICTACTOE, [*TINY, "eval.every=1", "eval.final_num_games=4"])
     return config, workdir, train_and_evaluate(config, workdir, progress=False)
 
 
@@ -83,6 +83,8 @@ def test_two_iterations_end_to_end(two_iterations):
     config, tmp_path, final = two_iterations
     log = records(tmp_path)
     assert [r["iteration"] for r in log] == [1, 2, 2] and log[-1]["final"]
+    # Evaluated every iteration but the last, whose evaluation is the final one.
+    assert ["eval/random/score" in r for r in log] == [True, False, True]
     minutes = [r["elapsed_minutes"] for r in log]
     assert 0 < minutes[0] <= minutes[1] <= minutes[2]
     assert log[0]["train/trained"] and log[1]["train/step"] == 8

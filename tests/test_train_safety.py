@@ -14,7 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import jax.numpy as jnp
 import pytest
 from test_train import TICTACTOE, TINY
 
@@ -26,7 +28,7 @@ from azjax.cli.train import summary
 from azjax.config import ConfigError, load_config
 from azjax.metrics import read_metrics
 from azjax.runlog import RunLog
-from azjax.train import _finished, train_and_evaluate
+from azjax.train import TrainingError, _finished, _Session, train_and_evaluate
 from azjax.workdir import LOCK_FILE, WorkdirInUse, WorkdirLock
 
 pytestmark = pytest.mark.xdist_group("train")
@@ -167,6 +169,23 @@ def test_a_diverging_run_stops_keeping_the_last_good_checkpoint(tmp_path, capsys
     assert [
         json.loads(r)["iteration"] for r in lines((tmp_path / "metrics.jsonl").read_text())
     ] == [1]
+
+
+def test_parameters_no_longer_finite_stop_the_run_under_a_finite_loss():
+    """The step that blows up logs the loss of the parameters before it, a finite one: the
+    parameters it leaves are checked too, so that no checkpoint keeps them."""
+    params = {"w": jnp.array([1.0, jnp.nan])}
+    session = SimpleNamespace(
+        state=SimpleNamespace(params=params),
+        checkpointer=SimpleNamespace(latest_step=lambda: 1),
+        iteration=2,
+    )
+    record = {"train/trained": True, "train/loss": 0.5, "train/learning_rate": 0.01}
+    with pytest.raises(TrainingError, match=r"diverged at iteration 2 \(loss 0.5\).*checkpoint 1"):
+        _Session.check_finite(session, record)
+    _Session.check_finite(session, {"train/trained": False})  # nothing trained: nothing to check
+    params["w"] = jnp.ones(2)
+    _Session.check_finite(session, record)
 
 
 @pytest.fixture(scope="module")
