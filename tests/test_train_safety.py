@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import jax.numpy as jnp
@@ -186,6 +187,13 @@ def test_parameters_no_longer_finite_stop_the_run_under_a_finite_loss():
     _Session.check_finite(session, {"train/trained": False})  # nothing trained: nothing to check
     params["w"] = jnp.ones(2)
     _Session.check_finite(session, record)
+
+
+def test_the_runs_clock_counts_the_sessions_before_this_one():
+    session = SimpleNamespace(
+        log_file=SimpleNamespace(minutes_before=12.5), started=time.perf_counter() - 30.0
+    )
+    assert 13.0 <= _Session.elapsed_minutes(session) < 13.5
 
 
 @pytest.fixture(scope="module")
