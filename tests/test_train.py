@@ -88,6 +88,9 @@ def test_two_iterations_end_to_end(two_iterations):
     minutes = [r["elapsed_minutes"] for r in log]
     assert 0 < minutes[0] <= minutes[1] <= minutes[2]
     assert log[0]["train/trained"] and log[1]["train/step"] == 8
+    # The learning rate of each iteration's step: decaying from the peak (no warm-up here).
+    rates = [r["train/learning_rate"] for r in log[:2]]
+    assert config.optim.learning_rate > rates[0] > rates[1] > 0
     assert log[1]["replay/size"] == log[0]["replay/added"] + log[1]["replay/added"]
     assert final["eval/random/wins"] + final["eval/random/draws"] + final["eval/random/losses"] == 4
     assert list_steps(tmp_path) == [1, 2]
