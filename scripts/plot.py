@@ -81,7 +81,6 @@ PANELS: tuple[Panel, ...] = (
         ylim=(-0.1, 1.1),
     ),
 )
-X_KEYS = ("iteration", "step")
 
 
 def _skipped(name: str) -> bool:
@@ -96,13 +95,14 @@ def numeric_series(
 ) -> tuple[str, list[float], dict[str, list[float]]]:
     """(x name, x values, {field: values with NaN where missing}) over every numeric field.
 
-    The x axis is `x_key` (every row must have it), else the first of X_KEYS present."""
+    The x axis is `x_key` (every row must have it), else the iteration where rows have one,
+    else the row's number."""
     if x_key is not None:
         missing = next((i for i, r in enumerate(rows) if x_key not in r), None)
         if missing is not None:
             raise ValueError(f"--x {x_key}: row {missing + 1} has no such field")
     else:
-        x_key = next((k for k in X_KEYS if any(k in r for r in rows)), None)
+        x_key = "iteration" if any("iteration" in r for r in rows) else None
     xs = [float(r.get(x_key, i)) if x_key else float(i) for i, r in enumerate(rows)]
     fields: list[str] = []
     for row in rows:
@@ -167,8 +167,9 @@ def figure(workdir: str, x: str | None = None):
     nrows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.6 * nrows), squeeze=False)
     units = {p.title: p for p in PANELS}
-    pad = max((max(xs) - min(xs)) * 0.03, 0.5)
-    span = (min(xs) - pad, max(xs) + pad)  # one x range for every panel
+    ends = [*xs, *(float(r[x_key]) for r in finals if x_key in r)]  # the final stars too
+    pad = max((max(ends) - min(ends)) * 0.03, 0.5)
+    span = (min(ends) - pad, max(ends) + pad)  # one x range for every panel
     for ax, (title, names) in zip(axes.flat, groups, strict=False):
         for name in names:  # points where the field was written, joined across gaps
             points = [(x, y) for x, y in zip(xs, series[name], strict=True) if y == y]

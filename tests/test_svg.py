@@ -321,6 +321,41 @@ def test_plot_groups_fields_and_writes_a_png(tmp_path):
         plot.plot(str(tmp_path), x="wall")
 
 
+def test_plot_panels_share_the_x_range_and_keep_their_scales(tmp_path):
+    """Every panel spans the same x range; fractions keep their fixed 0..1 range; a log axis
+    only where every value is positive; a final record's star sits at its own x (here the
+    wall clock of the final evaluation, after the last iteration's)."""
+    plot = load_script("plot")
+    rows = [
+        {
+            "iteration": i + 1,
+            "elapsed_minutes": float(i + 1),
+            "train/loss": 2.0 / (i + 1),
+            "train/learning_rate": 0.01 * i,  # 0 at first: no log axis
+            "selfplay/full_search_fraction": 0.25,
+            "eval/random/score": 0.1 * i,
+        }
+        for i in range(5)
+    ]
+    final = {"iteration": 5, "final": True, "elapsed_minutes": 6.0, "eval/random/score": 0.9}
+    lines = [json.dumps(r) for r in (*rows, final)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    figure = plot.figure(str(tmp_path), "elapsed_minutes")
+    axes = {ax.get_title(): ax for ax in figure.axes if ax.get_title()}
+    (span,) = {ax.get_xlim() for ax in axes.values()}
+    assert span[0] < 1.0 and span[1] > 6.0  # the rows and the final star
+    assert axes["Losses"].get_yscale() == "log"
+    assert axes["Learning rate"].get_yscale() == "linear"
+    for fractions in ("Search and targets", "Strength vs opponents"):
+        assert axes[fractions].get_ylim() == pytest.approx((-0.02, 1.02))
+    (star,) = [
+        line
+        for line in axes["Strength vs opponents"].get_lines()
+        if line.get_label() == "eval/random/score (final)"
+    ]
+    assert list(star.get_xdata()) == [6.0] and list(star.get_ydata()) == [0.9]
+
+
 def test_plot_names_a_bad_line(tmp_path):
     plot = load_script("plot")
     (tmp_path / "metrics.jsonl").write_text('{"loss": 1}\nnot json\n{"loss": 0.5}\n')
