@@ -3,14 +3,19 @@ size in GAME_CONFIGS, plus what only the shipped games promise."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import GAME_CONFIGS, config_id
 
 import games
 from games import core
+from games.core import mover_rewards
 from games.testing import check_game
+from games.tictactoe import TicTacToe
 
 
 @pytest.mark.parametrize("config", GAME_CONFIGS, ids=config_id)
@@ -82,3 +87,98 @@ def test_a_move_after_the_end_is_refused_as_the_game_being_over():
     for refuse in (lambda: game.checked_step(state, 8), lambda: game.parse_action("9", state)):
         with pytest.raises(games.IllegalMoveError, match="the tictactoe game is over"):
             refuse()
+
+
+# ----------------------------------------------------------------------------- check_game
+
+
+class _Broken(TicTacToe):
+    """Tic-Tac-Toe with one rule of the contract broken by `_breaks`, named by check_game."""
+
+    def _apply(self, state, action):
+        return self._breaks(state, super()._apply(state, action))
+
+    def _breaks(self, state, after):
+        return after
+
+
+class _NotZeroSum(_Broken):
+    def _breaks(self, state, after):
+        return after.replace(rewards=jnp.maximum(after.rewards, 0.0))  # the loser gets 0
+
+
+class _EarlyReward(_Broken):
+    def _breaks(self, state, after):
+        mid = mover_rewards(state.current_player, 1.0)
+        return after.replace(rewards=jnp.where(after.terminated, after.rewards, mid))
+
+
+class _HalfWin(_Broken):
+    def _breaks(self, state, after):
+        return after.replace(rewards=after.rewards / 2)
+
+
+class _Stuck(_Broken):
+    def _breaks(self, state, after):  # no legal move after the fourth, but not over
+        stuck = jnp.sum(after.board != 0) == 4
+        return after.replace(legal_action_mask=after.legal_action_mask & ~stuck)
+
+
+class _TooShort(TicTacToe):
+    def __init__(self) -> None:
+        super().__init__()
+        self.max_game_length = 5
+
+
+class _SecondFirst(TicTacToe):
+    def init(self, key):
+        return super().init(key).replace(current_player=jnp.int32(1))
+
+
+class _IntegerHeuristic(TicTacToe):
+    def heuristic(self, state, player):
+        return jnp.int32(0)
+
+
+class _FloatBoard(TicTacToe):
+    def board(self, state):
+        return super().board(state).astype(jnp.float32)
+
+
+class _NoText(TicTacToe):
+    def render(self, state):
+        return None
+
+
+class _MirroredActions(TicTacToe):
+    @property
+    def symmetries(self):
+        identity, turn, *rest = super().symmetries  # the turn's actions left unturned
+        return (identity, dataclasses.replace(turn, action_source=np.arange(9)), *rest)
+
+
+class _Backwards(TicTacToe):
+    def format_action(self, action):
+        return str(9 - self._action_index(action))
+
+
+BROKEN = [
+    (_NotZeroSum, "rewards are not zero-sum"),
+    (_EarlyReward, "rewards must be zero except on the move that ends the game"),
+    (_HalfWin, r"final rewards must be \+1, -1 or 0"),
+    (_Stuck, "a live state must have a legal action"),
+    (_TooShort, "a random game lasted longer than max_game_length=5 moves"),
+    (_SecondFirst, "player 0 must move first"),
+    (_IntegerHeuristic, r"heuristic\(state, player\) must be a float32 scalar, got int32"),
+    (_FloatBoard, "board must be an integer array"),
+    (_NoText, r"render\(state\) must return a str"),
+    (_MirroredActions, "symmetry rot90 does not commute with step"),
+    (_Backwards, r"parse_action\(format_action\(0\)\) gave 8"),
+]
+
+
+@pytest.mark.parametrize(("cls", "message"), BROKEN, ids=[c.__name__[1:] for c, _ in BROKEN])
+def test_check_game_names_the_rule_a_game_breaks(cls, message):
+    """Each variant breaks one rule of Tic-Tac-Toe, which passes (`test_check_game`)."""
+    with pytest.raises(AssertionError, match=f"^tictactoe: {message}"):
+        check_game(cls(), num_games=2)
