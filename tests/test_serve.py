@@ -508,6 +508,22 @@ def test_zoo_opponents_have_a_short_label_and_their_whole_record(client):
     assert connect4["strength"].startswith("solver best move 88.0%, result kept 98.3%; vs ")
 
 
+def test_a_models_label_is_a_figure_of_the_model_as_it_plays_by_default():
+    """The first figure of `zoo:NAME` itself: not its raw policy's, nor other simulations'."""
+    from azjax.web.app import headline_figure
+
+    strength = {  # as cards key them
+        "policy-zoo:m vs alphabeta:4": {"agent": "policy-zoo:m", "score": 0.2},
+        "zoo:m:512 vs alphabeta:4": {"agent": "zoo:m:512", "score": 0.95},
+        "zoo:m on the solver positions": {"agent": "zoo:m", "best_move": 0.8},
+        "zoo:m vs mcts:100, 2 random opening plies": {"agent": "zoo:m", "score": 0.9},
+    }
+    assert headline_figure({"name": "m", "strength": strength}) == "solver best move 80%"
+    del strength["zoo:m on the solver positions"]
+    assert headline_figure({"name": "m", "strength": strength}) == "90% vs mcts:100"
+    assert headline_figure({"name": "m", "strength": {}}) == ""
+
+
 def test_an_opponent_is_compiled_when_chosen_and_said_to_be_ready(monkeypatch):
     from azjax.web import app
 
