@@ -524,6 +524,21 @@ def test_a_models_label_is_a_figure_of_the_model_as_it_plays_by_default():
     assert headline_figure({"name": "m", "strength": {}}) == ""
 
 
+def test_opponents_are_offered_for_their_own_board_size_only():
+    from azjax.web.app import opponents
+
+    runs = [
+        {"path": "runs/o8", "game": "othello", "kwargs": {"size": 8}, "steps": [5, 10]},
+        {"path": "runs/o6", "game": "othello", "kwargs": {"size": 6}, "steps": [7]},
+    ]
+    eight = opponents(runs, "othello", {"size": 8})
+    assert {"zoo:othello", "search:runs/o8@10", "policy:runs/o8@10"} <= set(eight)
+    assert not any("othello6" in spec or "o6" in spec for spec in eight), eight
+    six = opponents(runs, "othello", {"size": 6})
+    assert {"zoo:othello6", "policy-zoo:othello6", "search:runs/o6@7"} <= set(six)
+    assert "zoo:othello" not in six and not any("o8" in spec for spec in six), six
+
+
 def test_an_opponent_is_compiled_when_chosen_and_said_to_be_ready(monkeypatch):
     from azjax.web import app
 
