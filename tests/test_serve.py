@@ -138,6 +138,7 @@ def post(client, path, body):
         ('{"game": "othello", "kwargs": {"size": 7}, "opponent": "random"}', 400, "size must be"),
         ('{"game": "othello", "kwargs": {"rows": 7}, "opponent": "random"}', 400, "unknown size"),
         ('{"game": "othello", "kwargs": [8], "opponent": "random"}', 400, "must be dict"),
+        ('{"game": "dots_and_boxes", "kwargs": {"rows": true}, "opponent": "x"}', 400, "got True"),
         ('{"game": "tictactoe", "opponent": "mcts:99999"}', 400, "unknown opponent"),
         ('{"game": "tictactoe", "opponent": "policy:/etc"}', 400, "unknown opponent"),
         ("null", 400, "expected a JSON object"),
@@ -165,6 +166,13 @@ def test_oversized_bodies_are_refused(client):
 
     response = client.post("/api/games", content=chunks())
     assert response.status_code == 413 and "too large" in response.json()["error"]
+
+    # A declared length over the limit is refused before reading, whatever follows it.
+    small = json.dumps({"game": "tictactoe", "opponent": "random"})
+    for declared in (str(MAX_BODY + 1), "-1", "many"):
+        headers = {"content-type": "application/json", "content-length": declared}
+        response = client.post("/api/games", content=small, headers=headers)
+        assert response.status_code == 413 and "too large" in response.json()["error"]
 
 
 def test_unknown_ids_routes_and_methods(client):
