@@ -6,6 +6,7 @@ import collections
 import concurrent.futures
 import gc
 import json
+import os
 import pathlib
 import re
 import socket
@@ -464,6 +465,21 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_good_one(tmp_path,
         assert view["moves"][0]["by"] == "agent"
         newest = c.post("/api/games", json={"game": "tictactoe", "opponent": f"search:{run}@3"})
         assert newest.status_code == 400 and "unknown opponent" in newest.json()["error"]
+
+
+def test_a_checkpoint_rewritten_since_it_was_read_is_read_again(tmp_path):
+    """The server reads each checkpoint once, keyed by its folder's modification time: one
+    damaged after it was listed (rewritten in place) is left out at the next listing."""
+    from azjax.web.app import find_runs
+
+    run = tmp_path / "ttt"
+    write_tiny_run(run, steps=(1, 2, 3))
+    assert find_runs(str(tmp_path))[0]["steps"] == [1, 2, 3]
+    damage(run, 3, "meta")
+    folder = run / "checkpoints" / "3"
+    later = folder.stat().st_mtime_ns + 10**9
+    os.utime(folder, ns=(later, later))
+    assert find_runs(str(tmp_path))[0]["steps"] == [1, 2]
 
 
 def test_serve_offers_more_games_on_request(runs, monkeypatch):
