@@ -156,6 +156,19 @@ def test_bad_opponents_or_starting_model_stop_before_training(tmp_path, monkeypa
     assert list_steps(tmp_path / "run") == []
 
 
+def test_a_refused_run_keeps_the_workdir_the_user_made(tmp_path, capsys):
+    """A run refused after its workdir was taken removes the folder only if it made it."""
+    bad = f"eval.opponents=[random, search:{tmp_path}/none]"
+    for made, kept in ((True, True), (False, False)):
+        workdir = tmp_path / f"made_{made}"
+        if made:
+            workdir.mkdir()
+        args = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *TINY, bad]
+        assert train_main(args) == 2
+        assert "eval.opponents[1]=" in capsys.readouterr().err
+        assert workdir.exists() == kept and not (kept and any(workdir.iterdir()))
+
+
 # ----------------------------------------------------------------------------- during a run
 
 
