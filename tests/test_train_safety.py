@@ -265,6 +265,11 @@ def test_a_finished_run_is_left_as_it_is(three_sessions):
     assert list_steps(workdir)[-1] == 3 and not (workdir / LOCK_FILE).exists()
     assert "is finished (iteration 3 of train.iterations=3); raise train.iterations" in out
     assert after == before
+    # azjax-train says so, and gives no summary of a session that trained nothing.
+    args = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *TINY]
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert train_main([*args, "train.iterations=3"]) == 0
+    assert "is finished" in printed.getvalue() and "done:" not in printed.getvalue()
 
 
 def test_a_run_is_finished_once_its_last_iterations_final_evaluation_is_logged(tmp_path):
