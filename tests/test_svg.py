@@ -361,6 +361,9 @@ def test_plot_names_a_bad_line(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"loss": 1}\nnot json\n{"loss": 0.5}\n')
     with pytest.raises(ValueError, match=re.escape("metrics.jsonl:2 is not JSON")):
         plot.plot(str(tmp_path))
+    (tmp_path / "metrics.jsonl").write_text('{"loss": 1}\n[1, 2]\n{"loss": 0.5}\n')
+    with pytest.raises(ValueError, match=re.escape("metrics.jsonl:2: expected a JSON object")):
+        plot.plot(str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"no metrics\.jsonl"):
         plot.plot(str(tmp_path / "missing"))
 
