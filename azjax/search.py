@@ -48,11 +48,6 @@ import jax.numpy as jnp
 import mctx
 from flax import struct
 
-# mctx's Stochastic MuZero tree comes with PUCT's selection only; the Gumbel search with chance
-# nodes (`_gumbel_chance_policy`) assembles mctx's own pieces, which it keeps in _src.
-from mctx._src import action_selection, base, policies, qtransforms, seq_halving
-from mctx._src import search as tree_search
-
 from azjax.validation import check_fields
 from games.core import Game, State, discount
 
@@ -375,6 +370,10 @@ def _gumbel_chance_policy(
     decision nodes Gumbel's deterministic selection; the move and the policy target (softmax of
     prior logits + completed Q) are Gumbel MuZero's. PUCT with few simulations visits a move or
     two of a dice position's many; sequential halving visits the sampled ones in turn."""
+    # mctx's Stochastic MuZero tree comes with PUCT's selection only; this search assembles the
+    # tree's pieces that mctx keeps private.
+    from mctx._src import base, policies, seq_halving  # private: a change breaks this alone
+
     num_actions = root.prior_logits.shape[-1]
     gumbel_key, search_key = jax.random.split(key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape)
@@ -394,11 +393,11 @@ def _gumbel_chance_policy(
             is_decision_node=jnp.ones(batch, jnp.bool_),
         ),
     )
-    qtransform = qtransforms.qtransform_completed_by_mix_value
+    qtransform = mctx.qtransform_completed_by_mix_value
 
     def root_decision(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
         del depth
-        return action_selection.gumbel_muzero_root_action_selection(
+        return mctx.gumbel_muzero_root_action_selection(
             key,
             tree,
             node,
@@ -408,10 +407,10 @@ def _gumbel_chance_policy(
         )
 
     interior_decision = functools.partial(
-        action_selection.gumbel_muzero_interior_action_selection, qtransform=qtransform
+        mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
     )
     select_root = policies._make_stochastic_action_selection_fn(root_decision, num_actions)
-    tree = tree_search.search(
+    tree = mctx.search(
         params=params,
         rng_key=search_key,
         root=tree_root,
@@ -424,7 +423,7 @@ def _gumbel_chance_policy(
         ),
         num_simulations=num_simulations,
         invalid_actions=invalid_actions,
-        extra_data=action_selection.GumbelMuZeroExtraData(root_gumbel=gumbel),
+        extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
     )
     tree = policies._mask_tree(tree, num_actions, "decision")
     visits = tree.summary().visit_counts
@@ -433,7 +432,7 @@ def _gumbel_chance_policy(
     score = seq_halving.score_considered(considered, gumbel, root.prior_logits, completed, visits)
     logits = jnp.where(invalid_actions, -jnp.inf, root.prior_logits + completed)
     return mctx.PolicyOutput(
-        action=action_selection.masked_argmax(score, invalid_actions),
+        action=jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1),
         action_weights=jax.nn.softmax(logits),
         search_tree=tree,
     )

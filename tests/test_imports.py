@@ -109,6 +109,25 @@ def test_function_local_imports_say_why():
     )
 
 
+def test_private_mctx_is_imported_only_where_it_is_used():
+    """mctx's private modules (`mctx._src`) may change in any release: imported inside the one
+    function that needs them, a change breaks that search, not every import of azjax."""
+    at_the_top = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node, local in _imports(path)
+        if not local
+        and (
+            (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mctx._src"))
+            or (
+                isinstance(node, ast.Import)
+                and any(a.name.startswith("mctx._src") for a in node.names)
+            )
+        )
+    ]
+    assert not at_the_top, at_the_top
+
+
 def test_specs_import_no_jax():
     graph = _graph()
     tree = ast.parse((PACKAGE / "specs.py").read_text())
