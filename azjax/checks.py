@@ -34,6 +34,17 @@ PATH_ERRORS = frozenset(
 )
 
 
+class WriteFailure(OSError):
+    """A file or folder the machine fails to write where the path given is not at fault (a full
+    disk, an I/O error, a read-only mount): a failure, not bad input."""
+
+
+def write_error(message: str, err: OSError, refused: type[ValueError]) -> Exception:
+    """`message` as `refused` (bad input) where `err` is the path's fault (PATH_ERRORS), else as
+    WriteFailure."""
+    return refused(message) if err.errno in PATH_ERRORS else WriteFailure(message)
+
+
 def check_seed(value: object, name: str = "seed") -> int:
     """`value` as a PRNG seed: an integer with 0 <= seed < 2**63."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:

@@ -46,7 +46,7 @@ from azjax.card import (
     strength_entry,
     with_simulations,
 )
-from azjax.checks import PATH_ERRORS
+from azjax.checks import write_error
 from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
 from azjax.network import init_params, make_network
 from azjax.specs import MODEL_SUFFIX
@@ -67,17 +67,6 @@ def check_suffix(path: pathlib.Path, suffix: str) -> None:
         raise ModelError(f"model file {path}: expected a name ending in {suffix}")
 
 
-class WriteFailure(RuntimeError):
-    """A model file the machine fails to write (a full disk, an I/O error): not bad input."""
-
-
-def write_error(path: pathlib.Path, err: OSError) -> ModelError | WriteFailure:
-    """Writing `path` failed with `err`: ModelError where the path is at fault (`PATH_ERRORS`),
-    else WriteFailure."""
-    message = f"cannot write {path}: {err.strerror}"
-    return ModelError(message) if err.errno in PATH_ERRORS else WriteFailure(message)
-
-
 def write_atomically(path: pathlib.Path, data: bytes) -> None:
     """Write `data` to `path` whole or not at all (a file beside it, then renamed)."""
     if not path.parent.is_dir():
@@ -88,7 +77,7 @@ def write_atomically(path: pathlib.Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        raise write_error(path, err) from None
+        raise write_error(f"cannot write {path}: {err.strerror}", err, ModelError) from None
     except BaseException:  # Ctrl-C
         tmp.unlink(missing_ok=True)
         raise

@@ -20,8 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.card import ModelError
+from azjax.checks import WriteFailure, write_error
 from azjax.config import Config, config_to_dict
-from azjax.export import check_suffix, write_atomically, write_error
+from azjax.export import check_suffix, write_atomically
 from azjax.network import make_network
 
 Params = Any
@@ -138,8 +139,10 @@ def write_checked_onnx(
                 f"{difference:.1e} (the export accepts {TOLERANCE:.0e})"
             )
         os.replace(unchecked, out)
+    except WriteFailure:  # writing the unchecked file failed: already named
+        raise
     except OSError as err:
-        raise write_error(out, err) from None
+        raise write_error(f"cannot write {out}: {err.strerror}", err, ModelError) from None
     finally:
         unchecked.unlink(missing_ok=True)
     return difference

@@ -52,11 +52,11 @@ def train_and_evaluate(
     """Train `config` in `workdir`, resuming from its newest checkpoint; return final metrics.
 
     A finished run (train.iterations reached, final evaluation logged) is left as it is.
-    Raises WorkdirError when the workdir is not a directory the user may write, WorkdirFailure
-    when the disk fails to give it (full, read-only, an I/O error), WorkdirInUse when another
-    run holds it, CheckpointError when it holds a damaged checkpoint or one of another run,
-    ConfigError for an `eval.opponents` agent that cannot be built, TrainingError when training
-    diverges.
+    Raises WorkdirError when the workdir is not a directory the user may write, WriteFailure
+    (an OSError, azjax.checks) when the disk fails to give it (full, read-only, an I/O error),
+    WorkdirInUse when another run holds it, CheckpointError when it holds a damaged checkpoint
+    or one of another run, ConfigError for an `eval.opponents` agent that cannot be built,
+    TrainingError when training diverges.
     """
     with (
         WorkdirLock(workdir) as lock,

@@ -20,16 +20,12 @@ from typing import Any
 import jax
 
 from azjax import parallel
-from azjax.checks import PATH_ERRORS
+from azjax.checks import WriteFailure, write_error
 
 
 class WorkdirError(ValueError):
     """A workdir that training cannot use, by the path given: not a directory, not this user's
     to write, a name the file system refuses."""
-
-
-class WorkdirFailure(OSError):
-    """A workdir the machine fails to provide: a full disk, an I/O error, a read-only mount."""
 
 
 class WorkdirInUse(RuntimeError):
@@ -39,14 +35,8 @@ class WorkdirInUse(RuntimeError):
 LOCK_FILE = "azjax.lock"
 
 
-def _unusable(what: str, err: OSError) -> WorkdirError | WorkdirFailure:
-    """`what` went wrong with `err`: WorkdirError if the path's fault, else WorkdirFailure."""
-    message = f"{what}: {err.strerror or err}"
-    return WorkdirError(message) if err.errno in PATH_ERRORS else WorkdirFailure(message)
-
-
 def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
-    """Create `workdir` if needed; WorkdirError unless it is a directory, WorkdirFailure when
+    """Create `workdir` if needed; WorkdirError unless it is a directory, WriteFailure when
     the disk fails to give it."""
     workdir = pathlib.Path(workdir)
     try:
@@ -54,7 +44,8 @@ def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
     except FileExistsError:
         raise WorkdirError(f"workdir {workdir} is a file, expected a directory") from None
     except OSError as err:
-        raise _unusable(f"cannot create workdir {workdir}", err) from None
+        message = f"cannot create workdir {workdir}: {err.strerror or err}"
+        raise write_error(message, err, WorkdirError) from None
     return workdir
 
 
@@ -76,7 +67,7 @@ class WorkdirLock:
         if jax.process_index() == 0:
             try:
                 self._acquire()
-            except (WorkdirError, WorkdirFailure, WorkdirInUse) as err:
+            except (WorkdirError, WriteFailure, WorkdirInUse) as err:
                 refused = err
         if parallel.any_process(refused is not None):  # every process stops, not only 0
             raise refused or WorkdirInUse(f"process 0 could not lock workdir {self.workdir}")
@@ -103,7 +94,8 @@ class WorkdirLock:
                 self.path.unlink(missing_ok=True)
                 continue
             except OSError as err:
-                raise _unusable(f"cannot lock workdir {self.workdir}", err) from None
+                message = f"cannot lock workdir {self.workdir}: {err.strerror or err}"
+                raise write_error(message, err, WorkdirError) from None
             with os.fdopen(fd, "w") as f:
                 json.dump({**self.owner, "since": time.strftime("%Y-%m-%d %H:%M:%S")}, f)
             self.held = True

@@ -349,19 +349,26 @@ def test_an_onnx_graph_unlike_the_network_is_not_written(
     ("number", "code"),
     [(errno.ENOSPC, 1), (errno.EIO, 1), (errno.EACCES, 2), (errno.EINVAL, 2)],
 )
+@pytest.mark.parametrize("form", ["azjax", "onnx"])
 def test_a_failing_disk_is_a_failure_and_a_refused_path_bad_input(
-    run, tmp_path, capsys, monkeypatch, number, code
+    run, tmp_path, capsys, monkeypatch, number, code, form
 ):
     """A full or failing disk: exit 1 (the machine); a path the user may not write or the file
-    system refuses: exit 2 (the input). One line either way, and nothing left behind."""
+    system refuses: exit 2 (the input). One line either way, naming the file being written (for
+    ONNX, the unchecked file beside --out), and nothing left behind."""
+    if form == "onnx":
+        _onnx_available()
 
     def failing(path, data):
         raise OSError(number, os.strerror(number))
 
     monkeypatch.setattr(pathlib.Path, "write_bytes", failing)
-    out = tmp_path / "m.azjax"
-    assert main([str(run), "--out", str(out)]) == code
-    assert capsys.readouterr().err == f"azjax-export: cannot write {out}: {os.strerror(number)}\n"
+    out = tmp_path / f"m.{form}"
+    assert main([str(run), "--format", form, "--out", str(out)]) == code
+    written = tmp_path / "m.unchecked.onnx" if form == "onnx" else out
+    assert (
+        capsys.readouterr().err == f"azjax-export: cannot write {written}: {os.strerror(number)}\n"
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -21,6 +21,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from azjax.checks import WriteFailure
 from azjax.cli import FAILED, INTERRUPTED, OK, bad_input, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.specs import SOURCE_HELP, check_simulations, parse_source
@@ -224,8 +225,6 @@ def _main(argv: Sequence[str] | None) -> int:
     if misplaced := _misplaced(args):
         return bad_input("azjax-export", misplaced)
     use_compilation_cache()
-    from azjax.export import WriteFailure  # flax: loaded after --help
-
     try:
         if args.simulations is not None:
             check_simulations(args.simulations, "--simulations")
