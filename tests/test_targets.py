@@ -239,3 +239,11 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed, g
         assert emitted[b] == finished[: len(emitted[b])]
         # What is still held is bounded by the pending buffer.
         assert len(finished) - len(emitted[b]) <= max_length
+
+
+def test_resolve_refuses_groups_that_do_not_divide_the_slots():
+    pending = targets.empty_trajectory(9, 6, (1, 1, 1), 3)
+    chunk = targets.empty_trajectory(4, 6, (1, 1, 1), 3)
+    for groups in (0, 4):
+        with pytest.raises(ValueError, match=f"groups={groups} must be >= 1 and divide the 6"):
+            targets.resolve(pending, chunk, groups=groups)
