@@ -26,7 +26,7 @@ PEAK_TFLOPS = {
     "A100": {"bfloat16": 312.0, "tensorfloat32": 156.0, "float32": 19.5},
     "L40S": {"bfloat16": 362.05, "tensorfloat32": 183.0, "float32": 91.6},
     "L4": {"bfloat16": 121.0, "tensorfloat32": 60.0, "float32": 30.3},
-    "T4": {"float32": 8.1},  # no bfloat16 or TF32 tensor cores (see `emulated`)
+    "T4": {"float32": 8.1},  # no bfloat16 or TF32 tensor cores (see `emulation_warning`)
     "TPU v4": {"bfloat16": 275.0},
     "TPU v5 lite": {"bfloat16": 197.0},
     "TPU v5p": {"bfloat16": 459.0},
@@ -53,7 +53,7 @@ def peak_tflops(dtype: str, device_kind: str | None = None) -> float | None:
     return None
 
 
-def emulated(dtype: str, device: Any = None) -> str | None:
+def emulation_warning(dtype: str, device: Any = None) -> str | None:
     """A warning when a network in `dtype` would run on `device` (default: the first) without
     arithmetic of its own: bfloat16 on an NVIDIA GPU older than compute capability 8.0 (a T4,
     Colab's free GPU), which XLA computes through float32; None otherwise."""

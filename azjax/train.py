@@ -160,7 +160,7 @@ class _Session:
                     )
         if jax.process_index() == 0:
             (workdir / "config.yaml").write_text(dump_config(config))
-            warning = throughput.emulated(config.network.dtype)
+            warning = throughput.emulation_warning(config.network.dtype)
             if warning:
                 print(f"warning: {warning}", file=sys.stderr, flush=True)
         self.log_file = RunLog(workdir, self.iteration, saved)

@@ -74,17 +74,17 @@ def test_bfloat16_on_a_gpu_without_bfloat16_arithmetic_is_warned_of(tmp_path, mo
         return SimpleNamespace(platform="gpu", device_kind=kind, compute_capability=capability)
 
     t4 = gpu("Tesla T4", "7.5")
-    warning = throughput.emulated("bfloat16", t4)
+    warn = throughput.emulation_warning
+    warning = warn("bfloat16", t4)
     assert "Tesla T4" in warning and "7.5" in warning and "network.dtype=float32" in warning
-    assert throughput.emulated("float32", t4) is None
-    assert throughput.emulated("bfloat16", gpu("NVIDIA A100-SXM4-40GB", "8.0")) is None
-    assert throughput.emulated("bfloat16", gpu("NVIDIA H200", "9.0")) is None
-    assert throughput.emulated("bfloat16", gpu("NVIDIA B200", "10.0")) is None  # not "1" < "8"
-    assert throughput.emulated("bfloat16", gpu("AMD Instinct MI300X", "gfx942")) is None
-    assert throughput.emulated("bfloat16") is None  # this machine: a CPU
+    assert warn("float32", t4) is None
+    assert warn("bfloat16", gpu("NVIDIA A100-SXM4-40GB", "8.0")) is None
+    assert warn("bfloat16", gpu("NVIDIA H200", "9.0")) is None
+    assert warn("bfloat16", gpu("NVIDIA B200", "10.0")) is None  # not "1" < "8"
+    assert warn("bfloat16", gpu("AMD Instinct MI300X", "gfx942")) is None
+    assert warn("bfloat16") is None  # this machine: a CPU
     # azjax-train says so at the start of a run (stopped there: nothing else is at stake).
-    real = throughput.emulated
-    monkeypatch.setattr(throughput, "emulated", lambda dtype: real(dtype, t4))
+    monkeypatch.setattr(throughput, "emulation_warning", lambda dtype: warn(dtype, t4))
 
     def started(*args):
         raise KeyboardInterrupt
