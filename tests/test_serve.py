@@ -168,12 +168,17 @@ def test_oversized_bodies_are_refused(client):
     response = client.post("/api/games", content=chunks())
     assert response.status_code == 413 and "too large" in response.json()["error"]
 
-    # A declared length over the limit is refused before reading, whatever follows it.
+    # A declared length over the limit is refused before reading, whatever follows it; one
+    # that is no count of bytes is named.
     small = json.dumps({"game": "tictactoe", "opponent": "random"})
-    for declared in (str(MAX_BODY + 1), "-1", "many"):
+    for declared, status, said in (
+        (str(MAX_BODY + 1), 413, "too large"),
+        ("-1", 400, "Content-Length must be a count of bytes, got '-1'"),
+        ("many", 400, "got 'many'"),
+    ):
         headers = {"content-type": "application/json", "content-length": declared}
         response = client.post("/api/games", content=small, headers=headers)
-        assert response.status_code == 413 and "too large" in response.json()["error"]
+        assert response.status_code == status and said in response.json()["error"]
 
 
 def test_unknown_ids_routes_and_methods(client):

@@ -106,10 +106,12 @@ def _depth(data: Any) -> int:
 
 
 async def read_json(request: Request) -> dict[str, Any]:
-    """The request's JSON object, refusing bodies over MAX_BODY bytes (413), not JSON or nested
-    deeper than MAX_DEPTH (400)."""
+    """The request's JSON object, refusing bodies over MAX_BODY bytes (413), a Content-Length
+    that is no count of bytes, bodies not JSON or nested deeper than MAX_DEPTH (400)."""
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+    if declared is not None and not declared.isdigit():
+        raise ApiError(400, f"Content-Length must be a count of bytes, got {declared!r}")
+    if declared is not None and int(declared) > MAX_BODY:
         raise ApiError(413, f"request body too large: at most {MAX_BODY} bytes")
     body = b""
     async for chunk in request.stream():
