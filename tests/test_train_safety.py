@@ -169,6 +169,24 @@ def test_a_refused_run_keeps_the_workdir_the_user_made(tmp_path, capsys):
         assert workdir.exists() == kept and not (kept and any(workdir.iterdir()))
 
 
+def test_a_run_diverging_before_its_first_checkpoint_leaves_no_empty_workdir(
+    tmp_path, capsys, monkeypatch
+):
+    """What azjax-train made for a run that diverged before saving anything is removed."""
+    from azjax import train
+
+    def diverging(config, workdir, progress=True):
+        (pathlib.Path(workdir) / "checkpoints").mkdir(parents=True)
+        raise train.TrainingError("training diverged at iteration 1 (loss nan)")
+
+    monkeypatch.setattr(train, "train_and_evaluate", diverging)
+    workdir = tmp_path / "run"
+    args = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *TINY]
+    assert train_main(args) == 1
+    assert "diverged at iteration 1" in capsys.readouterr().err
+    assert not workdir.exists()
+
+
 # ----------------------------------------------------------------------------- during a run
 
 
