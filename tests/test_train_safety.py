@@ -10,6 +10,7 @@ import io
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -288,6 +289,27 @@ def test_a_finished_run_is_left_as_it_is(three_sessions):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         assert train_main([*args, "train.iterations=3"]) == 0
     assert "is finished" in printed.getvalue() and "done:" not in printed.getvalue()
+
+
+def test_a_stop_asked_before_the_final_evaluation_skips_it(three_sessions, tmp_path, monkeypatch):
+    """A run resumed only for its final evaluation (none was asked before) and stopped while
+    it starts: the stop is honoured, no evaluation is played, and the run is left to finish
+    on the next command."""
+    workdir = tmp_path / "run"
+    shutil.copytree(three_sessions[0], workdir)
+
+    def asked(self):  # Ctrl-C while the session starts, after the stop request is installed
+        signal.raise_signal(signal.SIGINT)
+        return None, None
+
+    monkeypatch.setattr(_Session, "peak_and_flops", asked)
+    config = load_config(TICTACTOE, [*TINY, "train.iterations=3", "eval.final_num_games=4"])
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        result = train_and_evaluate(config, workdir, progress=False)
+    assert result["interrupted"] and result["iteration"] == 3, result
+    assert "interrupted at iteration 3" in printed.getvalue()
+    assert not any(r.get("final") for r in read_metrics(workdir / "metrics.jsonl"))
+    assert not _finished(workdir, config, 3)
 
 
 def test_a_run_is_finished_once_its_last_iterations_final_evaluation_is_logged(tmp_path):
