@@ -47,18 +47,20 @@ import time
 import jax
 import jax.numpy as jnp
 from benchlib import (
+    choice_list,
     device_description,
     game_list,
     int_list,
     kernel_kind,
     loop_kernels,
+    net_list,
     write_report,
 )
 
 import games
-from azjax.network import NetworkConfig, init_params, make_network
+from azjax.network import NORMS, NetworkConfig, init_params, make_network
 from azjax.replay import replay_init, stores_states, tree_bytes
-from azjax.search import SearchConfig, network_evaluator, run_search
+from azjax.search import ALGORITHMS, SearchConfig, network_evaluator, run_search
 from azjax.selfplay import SelfPlayConfig, chunk_evaluations, make_selfplay
 from azjax.throughput import network_flops, peak_tflops
 
@@ -70,14 +72,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--games", type=game_list, default="connect4,chain_reaction", help="comma-separated"
     )
-    p.add_argument("--nets", default="2x32,4x64", help="BLOCKSxCHANNELS, comma-separated")
+    p.add_argument(
+        "--nets", type=net_list, default="2x32,4x64", help="BLOCKSxCHANNELS, comma-separated"
+    )
     p.add_argument(
         "--batches", type=int_list, default="256,1024", help="games in flight, comma-separated"
     )
     p.add_argument(
         "--sims", type=int_list, default="32,128", help="simulations per search, comma-separated"
     )
-    p.add_argument("--algorithms", default="gumbel,puct")
+    p.add_argument("--algorithms", type=choice_list(ALGORITHMS), default="gumbel,puct")
     p.add_argument("--chunk-moves", type=int, default=16, help="moves per self-play chunk")
     p.add_argument("--chunks", type=int, default=3, help="timed chunks")
     p.add_argument(
@@ -93,7 +97,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fast-sims", type=int, default=8, help="PCR fast-search simulations")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument(
-        "--norms", default="layer", help="tower normalisations (network.norm), comma-separated"
+        "--norms",
+        type=choice_list(NORMS),
+        default="layer",
+        help="tower normalisations (network.norm), comma-separated",
     )
     p.add_argument(
         "--clock",
@@ -376,14 +383,14 @@ def main(argv: list[str]) -> None:
     for name in args.games:
         game = games.make(name, **GAME_KWARGS.get(name, {}))
         points = itertools.product(
-            args.nets.split(","),
-            args.norms.split(","),
+            args.nets,
+            args.norms,
             args.batches,
             args.sims,
-            args.algorithms.split(","),
+            args.algorithms,
         )
-        for net, norm, batch, sims, algorithm in points:
-            blocks, channels = (int(x) for x in net.split("x"))
+        for (blocks, channels), norm, batch, sims, algorithm in points:
+            net = f"{blocks}x{channels}"
             r = bench_point(game, blocks, channels, norm, batch, sims, algorithm, args)
             rows.append(r)
             kernels = r["kernels_per_simulation_step"]

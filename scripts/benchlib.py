@@ -9,6 +9,7 @@ import json
 import pathlib
 import platform
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -39,6 +40,38 @@ def game_list(text: str) -> list[str]:
             f"unknown game(s) {', '.join(unknown) or text!r}; expected {', '.join(games.names())}"
         )
     return names
+
+
+def choice_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: comma-separated values, each one of `choices`."""
+
+    def parse(text: str) -> list[str]:
+        values = [x.strip() for x in text.split(",") if x.strip()]
+        unknown = [v for v in values if v not in choices]
+        if unknown or not values:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated values of {', '.join(choices)}, got {text!r}"
+            )
+        return values
+
+    return parse
+
+
+def net_list(text: str) -> list[tuple[int, int]]:
+    """An argparse type: "2x32,6x128" -> [(2, 32), (6, 128)], BLOCKSxCHANNELS with blocks >= 0
+    and channels >= 1."""
+    nets = []
+    for net in (x.strip() for x in text.split(",") if x.strip()):
+        match = re.fullmatch(r"(\d+)x(\d+)", net)
+        if match is None or int(match[2]) < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated BLOCKSxCHANNELS such as 2x32 (channels >= 1), "
+                f"got {text!r}"
+            )
+        nets.append((int(match[1]), int(match[2])))
+    if not nets:
+        raise argparse.ArgumentTypeError(f"expected BLOCKSxCHANNELS such as 2x32, got {text!r}")
+    return nets
 
 
 def device_description() -> dict[str, Any]:

@@ -235,6 +235,14 @@ def test_bench_refuses_bad_arguments(refused):
     assert result.returncode != 0 and "got nope" in result.stderr
     assert "unknown game(s) 'chess'" in refused("games", "--games", "chess")
     assert "expected positive integers, got '0'" in refused("selfplay", "--batches", "0")
+    for nets in ("6x", "2x0", "x32", "2x32,64"):
+        assert f"BLOCKSxCHANNELS such as 2x32 (channels >= 1), got '{nets}'" in refused(
+            "selfplay", "--nets", nets
+        )
+    said = refused("selfplay", "--norms", "layer,batch")
+    assert "--norms: expected comma-separated values of layer, none, got 'layer,batch'" in said
+    said = refused("selfplay", "--algorithms", "alphazero")
+    assert "expected comma-separated values of gumbel, puct, got 'alphazero'" in said
 
 
 def test_learning_bench_writes_curves_per_seed(tmp_path, refused):
