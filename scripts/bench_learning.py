@@ -45,6 +45,7 @@ from azjax.card import run_figures
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.config import (
     Config,
+    ConfigError,
     apply_overrides,
     config_from_dict,
     config_to_dict,
@@ -402,7 +403,10 @@ def main(argv: list[str]) -> None:
     for path in configs:
         if not pathlib.Path(path).is_file():
             raise SystemExit(f"bench.py learning: config {path!r} does not exist")
-    loaded = [(path, load_config(path, args.set)) for path in configs]
+    try:
+        loaded = [(path, load_config(path, args.set)) for path in configs]
+    except ConfigError as err:
+        raise SystemExit(f"bench.py learning: configuration error: {err}") from None
     if loaded:  # every compared config trains on the same devices, asked for before JAX starts
         sizes = {
             f"{path}: {key}": size

@@ -19,6 +19,8 @@ import sys
 
 from benchlib import int_list, write_report
 
+from azjax.config import ConfigError, load_config
+
 CHILD = r"""
 import json, math, sys
 import jax
@@ -78,6 +80,10 @@ def measure(config: str, overrides: list[str], devices: int) -> dict:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    try:  # checked here, in one line, before any child starts
+        load_config(args.config, args.set)
+    except ConfigError as err:
+        raise SystemExit(f"bench.py memory: configuration error: {err}") from None
     rows = [measure(args.config, args.set, n) for n in args.devices]
     one = rows[0]["bytes_per_device"]["replay"] * rows[0]["devices"]
     print(f"{'devices':>8}{'params':>12}{'opt':>12}{'replay':>14}{'carry':>14}{'total':>14}")

@@ -243,6 +243,11 @@ def test_bench_refuses_bad_arguments(refused):
     assert "--norms: expected comma-separated values of layer, none, got 'layer,batch'" in said
     said = refused("selfplay", "--algorithms", "alphazero")
     assert "expected comma-separated values of gumbel, puct, got 'alphazero'" in said
+    bad_override = "configuration error: override 'foo': expected dotted.key=value"
+    assert f"bench.py memory: {bad_override}" in refused("memory", "--set", "foo")
+    config = str(ROOT / "configs" / "tictactoe.yaml")
+    said = refused("learning", "--config", config, "--set", "foo")
+    assert f"bench.py learning: {bad_override}" in said
 
 
 def test_learning_bench_writes_curves_per_seed(tmp_path, refused):
