@@ -60,18 +60,12 @@ def choice_list(choices: Sequence[str]) -> Callable[[str], list[str]]:
 def net_list(text: str) -> list[tuple[int, int]]:
     """An argparse type: "2x32,6x128" -> [(2, 32), (6, 128)], BLOCKSxCHANNELS with blocks >= 0
     and channels >= 1."""
-    nets = []
-    for net in (x.strip() for x in text.split(",") if x.strip()):
-        match = re.fullmatch(r"(\d+)x(\d+)", net)
-        if match is None or int(match[2]) < 1:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated BLOCKSxCHANNELS such as 2x32 (channels >= 1), "
-                f"got {text!r}"
-            )
-        nets.append((int(match[1]), int(match[2])))
-    if not nets:
-        raise argparse.ArgumentTypeError(f"expected BLOCKSxCHANNELS such as 2x32, got {text!r}")
-    return nets
+    nets = [re.fullmatch(r"(\d+)x(0*[1-9]\d*)", x.strip()) for x in text.split(",") if x.strip()]
+    if not nets or None in nets:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated BLOCKSxCHANNELS such as 2x32 (channels >= 1), got {text!r}"
+        )
+    return [(int(m[1]), int(m[2])) for m in nets]
 
 
 def device_description() -> dict[str, Any]:

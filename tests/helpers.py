@@ -40,6 +40,13 @@ TINY = [
 ]
 
 
+def uniform_evaluator(params, states, key):
+    """Uniform prior, value 0: the search alone must find the tactics."""
+    del params, key
+    batch, num_actions = states.legal_action_mask.shape
+    return jnp.zeros((batch, num_actions)), jnp.zeros(batch)
+
+
 def random_legal_action(key: jax.Array, mask: jax.Array) -> jax.Array:
     """A uniformly random legal action (0 when none is legal)."""
     logits = jnp.where(mask, 0.0, -jnp.inf)

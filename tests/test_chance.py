@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import uniform_evaluator
 
 pytest.importorskip("pgx")
 
@@ -244,14 +245,11 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
         positions.append(state)
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *positions)
 
-    def uniform(params, states, key):
-        return jnp.zeros((states.terminated.shape[0], game.num_actions)), jnp.zeros(
-            states.terminated.shape
-        )
-
     config = SearchConfig(algorithm=algorithm, num_simulations=200, chance_value=chance_value)
     search = jax.jit(
-        lambda s: run_search(game, uniform, None, s, jax.random.key(1), config, explore=False)
+        lambda s: run_search(
+            game, uniform_evaluator, None, s, jax.random.key(1), config, explore=False
+        )
     )
     out = search(batch)
     assert np.asarray(out.action).tolist() == [2, 5]
@@ -273,14 +271,10 @@ def test_gumbel_chance_search_samples_moves_when_exploring():
         win = game.step(win, move)
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *[win] * 4, *[start] * 8)
 
-    def flat(params, states, key):
-        rows = states.terminated.shape[0]
-        return jnp.zeros((rows, game.num_actions)), jnp.zeros(rows)
-
     config = SearchConfig(algorithm="gumbel", num_simulations=32, chance_value="expected")
     search = jax.jit(
         lambda s, explore: run_search(
-            game, flat, None, s, jax.random.key(1), config, explore=explore
+            game, uniform_evaluator, None, s, jax.random.key(1), config, explore=explore
         )
     )
     explored = np.asarray(search(batch, jnp.bool_(True)).action)
@@ -353,13 +347,11 @@ def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_va
     game, rows = _Lucky(), 128
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), rows))
 
-    def flat(params, states, key):
-        batch = states.terminated.shape[0]
-        return jnp.zeros((batch, game.num_actions)), jnp.zeros(batch)
-
     config = SearchConfig(algorithm="puct", num_simulations=1, chance_value=chance_value)
     _, tree = jax.jit(
-        lambda s: search_tree(game, flat, None, s, jax.random.key(1), config, explore=False)
+        lambda s: search_tree(
+            game, uniform_evaluator, None, s, jax.random.key(1), config, explore=False
+        )
     )(states)
     first = np.asarray(tree.raw_values[:, 1])  # the one chance node, the mover's view
     if chance_value == "expected":

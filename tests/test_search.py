@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import index, random_trajectories
+from helpers import index, random_trajectories, uniform_evaluator
 
 import games
 from azjax.search import SearchConfig, run_search, search_tree
@@ -27,13 +27,6 @@ ALL_GAMES = [
     ("dots_and_boxes", {"rows": 2, "cols": 2}),
     ("chain_reaction", {"rows": 3, "cols": 3}),
 ]
-
-
-def uniform_evaluator(params, states, key):
-    """Uniform prior, value 0: the search alone must find the tactics."""
-    del params, key
-    batch, num_actions = states.legal_action_mask.shape
-    return jnp.zeros((batch, num_actions)), jnp.zeros(batch)
 
 
 def adversarial_evaluator(params, states, key):
