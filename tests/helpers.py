@@ -1,11 +1,14 @@
-"""Test helpers shared by the game tests: random trajectories, perft, OpenSpiel replay, an agent
-that looks its moves up."""
+"""Test helpers shared by the test modules: the repository's root and its scripts as modules, a
+tiny training run, random trajectories, perft, OpenSpiel replay, an agent that looks its moves
+up."""
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import pathlib
 import shutil
+import types
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +17,17 @@ import numpy as np
 from azjax.agents import Agent
 from azjax.solver import replay
 from games.core import Game
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def load_script(name: str) -> types.ModuleType:
+    """scripts/NAME.py as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 # A training run small enough for the shared CPU, as overrides for any config (later ones win):
 # every iteration plays 8 whole games of Tic-Tac-Toe and trains.

@@ -13,8 +13,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import pytest
-from helpers import TINY, write_tiny_run
-from test_train import ROOT
+from helpers import ROOT, TINY, write_tiny_run
 
 import games
 from azjax import export, model

@@ -5,14 +5,13 @@ checks it, and no search (self-play, agents) reads a roll to come."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import uniform_evaluator
+from helpers import load_script, uniform_evaluator
 
 pytest.importorskip("pgx")
 
@@ -433,17 +432,10 @@ def test_config_refuses_alphabeta_on_a_chance_game():
         load_config(CONFIGS / "pgx_backgammon.yaml", ["eval.opponents=[random,alphabeta:2]"])
 
 
-def _replay_script():
-    spec = importlib.util.spec_from_file_location("replay", CONFIGS.parent / "scripts/replay.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_replay_draws_a_pgx_game_with_pgx_and_replays_its_dice(tmp_path):
     """scripts/replay.py: pgx's drawing, captioned, as SVG frames (a GIF is refused); a replay
     starts from the key its moves were played from, so Backgammon's dice repeat."""
-    replay = _replay_script()
+    replay = load_script("replay")
     replay.main(["--game", "pgx:hex", "--moves", "60 7", "--out", str(tmp_path / "hex")])
     frames = sorted((tmp_path / "hex").glob("*.svg"))
     assert len(frames) == 3

@@ -3,7 +3,6 @@ file paths, sizes; `scripts/plot.py` panels and `scripts/replay.py` legends."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import pathlib
@@ -11,12 +10,12 @@ import subprocess
 import sys
 
 import pytest
+from helpers import ROOT, load_script
 
 from azjax.checks import check_seed, parse_size
 from azjax.cli import evaluate, play, train
 from azjax.config import ConfigError, load_config
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
 BAD_SEEDS = [str(2**63), str(2**64), "-1", "seven"]
 
@@ -95,13 +94,6 @@ def run_script(name: str, *args: str, cwd: pathlib.Path = ROOT) -> subprocess.Co
         timeout=300,
         check=False,
     )
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("where", ["/nonexistent_dir/x/g.json", "{tmp}", "{tmp}/file.txt/g.json"])

@@ -19,8 +19,8 @@ import json
 import sysconfig
 
 import numpy as np
+from helpers import ROOT
 from test_multidevice import run
-from test_train import ROOT
 
 from azjax.checkpoint import list_steps, load_for_inference
 

@@ -9,6 +9,7 @@ import shlex
 import sys
 
 import pytest
+from helpers import ROOT
 
 from azjax import export
 from azjax.cli.train import main as train_main
@@ -30,7 +31,6 @@ from azjax.network import NetworkConfig
 from azjax.search import SearchConfig
 from azjax.selfplay import SelfPlayConfig
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 TICTACTOE = next(p for p in CONFIGS if p.stem == "tictactoe")
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pyspiel
 import pytest
+from helpers import load_script
 
 import games
 from azjax import agents, solver
@@ -317,6 +318,15 @@ def test_shipped_late_labels_match_openspiel_and_plain_minimax(shipped):
             None if drawn >> a & 1 else margin + reference.move_value(drawn, a) for a in range(24)
         )
         assert p.scores == expected, p.moves
+
+
+def test_the_script_writes_the_shipped_set(tmp_path, capsys):
+    """scripts/make_dots_and_boxes_positions.py with its defaults writes the shipped file byte
+    for byte: the labels checked above are the script's."""
+    out = tmp_path / "dab.json"
+    load_script("make_dots_and_boxes_positions").main(["--out", str(out)])
+    assert out.read_bytes() == DOTS_AND_BOXES.path.read_bytes()
+    assert "wrote 300 positions" in capsys.readouterr().out
 
 
 @functools.cache

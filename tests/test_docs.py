@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README_MAX_LINES = 200
 
 FENCE = re.compile(r"^\s*(```|~~~)")

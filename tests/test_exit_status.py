@@ -4,16 +4,15 @@ with one line on stderr, before anything is compiled and without a traceback."""
 from __future__ import annotations
 
 import importlib
-import pathlib
 import subprocess
 import sys
 import tomllib
 
 import pytest
+from helpers import ROOT
 
 from azjax.cli import BAD_INPUT, FAILED, INTERRUPTED, OK
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
 
 # (command, bad arguments, what the line names); {tmp} is a fresh empty folder

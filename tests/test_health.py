@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from helpers import ROOT
 
 import games
 from azjax import health
@@ -16,7 +16,6 @@ from azjax.network import NetworkConfig, init_params, make_network
 from azjax.train import _Session
 from azjax.trainer import make_trainer
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAKE_TRAIN = ROOT / "configs" / "chain_reaction.yaml"  # the Makefile's default CONFIG
 # With the heads that went dark (2 units, no LayerNorm), the value output of seed 0 ends constant,
 # as did that of seeds 1, 3, 4 and 5 (seed 2 kept its value head alive).

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 PACKAGE = ROOT / "azjax"
 
 

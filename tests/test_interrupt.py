@@ -17,13 +17,12 @@ import time
 
 import helpers
 import pytest
-from helpers import write_tiny_run
+from helpers import ROOT, write_tiny_run
 
 from azjax.checkpoint import list_steps
 from azjax.cli import INTERRUPTED
 from azjax.workdir import StopRequest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
 TINY = [*helpers.TINY, "train.iterations=1000"]  # as many iterations as it is given
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import pathlib
 import re
 import shutil
 import sys
@@ -13,7 +12,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from helpers import write_tiny_run
+from helpers import ROOT, write_tiny_run
 from starlette.testclient import TestClient
 
 import games
@@ -25,7 +24,6 @@ from azjax.config import Config, GameConfig, load_config
 from azjax.network import NetworkConfig
 from azjax.web.app import create_app
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "data" / "zoo_moves.json"
 TTT, C4 = games.make("tictactoe"), games.make("connect4")
 

@@ -12,8 +12,8 @@ import types
 import jax
 import numpy as np
 import pytest
+from helpers import ROOT
 from jax.sharding import PartitionSpec
-from test_train import ROOT
 
 from azjax import parallel
 

@@ -25,8 +25,8 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from helpers import TINY
-from test_train import ROOT, TICTACTOE
+from helpers import ROOT, TINY
+from test_train import TICTACTOE
 
 from azjax import parallel
 from azjax.checkpoint import list_steps, load_for_inference

@@ -5,7 +5,6 @@ registered by `AZJAX_GAMES`, the command line."""
 from __future__ import annotations
 
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import struct
+from helpers import ROOT
 from starlette.testclient import TestClient
 
 import games
@@ -105,7 +105,6 @@ class ConnectThree(Game):
 
 games.register("connect3", ConnectThree)
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 TINY = [*helpers.TINY, "game.name=connect3", "selfplay.chunk_moves=16"]
 
 

@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import FAST_COMPILE
-from helpers import TINY
-from test_train import ROOT
+from helpers import ROOT, TINY
 
 pytest.importorskip("pgx")
 

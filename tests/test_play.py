@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import pathlib
 import re
 import subprocess
 import sys
@@ -13,12 +12,12 @@ import sys
 import jax
 import numpy as np
 import pytest
+from helpers import ROOT
 
 import games
 from azjax.cli import play
 from azjax.session import Session
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
 
 

@@ -9,7 +9,7 @@ import random
 import jax
 import numpy as np
 import pytest
-from helpers import lookup_agent
+from helpers import load_script, lookup_agent
 
 import games
 from azjax import pons
@@ -72,6 +72,46 @@ def _bitboards(moves: tuple[int, ...]) -> tuple[int, int]:
     return mine, mask
 
 
+def _column_scores(moves: tuple[int, ...], cache: dict) -> tuple[int | None, ...]:
+    """Every column's Pons score after `moves` from the brute force: 22 - the winner's stones
+    at the win, signed for the mover; 0 for a draw; None for a full column."""
+    mine, mask = _bitboards(moves)
+    scores = []
+    for col in range(COLS):
+        bit = (mask + (1 << 7 * col)) & (((1 << ROWS) - 1) << 7 * col)
+        if not bit:
+            scores.append(None)
+            continue
+        if _aligned(mine | bit):
+            result, end = 1, len(moves) + 1
+        elif mask | bit == FULL:
+            result, end = 0, len(moves) + 1
+        else:
+            reply, plies = _perfect_line((mask | bit) ^ (mine | bit), mask | bit, cache)
+            result, end = -reply, len(moves) + 1 + plies
+        scores.append(result * (22 - (end + 1) // 2))  # the last stone is the winner's
+    return tuple(scores)
+
+
+def _check_late_groups(groups: dict[str, list[Position]], plies: int) -> set:
+    """Positions of `groups` with at least `plies` moves played, checked by exhaustive search:
+    every column's score, the moves left under perfect play from the best score, and so the
+    group. Returns the (result, parity) pairs met."""
+    cache: dict = {}
+    kinds = set()
+    for name, positions in groups.items():
+        for p in (p for p in positions if p.ply >= plies):
+            mine, mask = _bitboards(p.moves)
+            result, left = _perfect_line(mine, mask, cache)
+            best = max(s for s in p.scores if s is not None)
+            assert int(np.sign(best)) == result, p.moves
+            assert pons.remaining_moves(p.ply, best) == left, (p.moves, best, left)
+            assert name == f"{pons.stage(p.ply)}-{pons.difficulty(left)}", p.moves
+            assert _column_scores(p.moves, cache) == p.scores, p.moves
+            kinds.add((result, p.ply % 2))
+    return kinds
+
+
 def test_remaining_moves_on_known_values():
     assert pons.remaining_moves(0, 1) == 41  # the first player wins with its last stone
     assert pons.remaining_moves(0, 21) == 1  # a win with the first stone
@@ -82,22 +122,11 @@ def test_remaining_moves_on_known_values():
 
 
 def test_groups_match_a_brute_force_count_of_the_moves_left():
-    """Late positions, shipped with bitbully's scores, checked by exhaustive search: the moves
-    left under perfect play from the best score, and so the group (the file read as it is, not
-    through pons.load, which files positions by the formula under test)."""
+    """Late positions, shipped with bitbully's scores, checked by exhaustive search (the file
+    read as it is, not through pons.load, which files positions by the formula under test)."""
     data = json.loads(pons.PATH.read_text())
     shipped = CONNECT4.parse({"positions": data["groups"]["end-easy"]})
-    late = [p for p in shipped if p.ply >= 32][:60]
-    cache: dict = {}
-    kinds = set()
-    for p in late:
-        mine, mask = _bitboards(p.moves)
-        result, plies = _perfect_line(mine, mask, cache)
-        best = max(s for s in p.scores if s is not None)
-        assert int(np.sign(best)) == result, p.moves
-        assert pons.remaining_moves(p.ply, best) == plies, (p.moves, best, plies)
-        assert pons.position_group(p) == f"{pons.stage(p.ply)}-{pons.difficulty(plies)}"
-        kinds.add((result, p.ply % 2))
+    kinds = _check_late_groups({"end-easy": [p for p in shipped if p.ply >= 32][:60]}, 32)
     assert kinds == {(r, parity) for r in (1, 0, -1) for parity in (0, 1)}  # all six covered
 
 
@@ -220,6 +249,25 @@ def test_shipped_groups(groups):
     # Hard begins span their plies; easy ones are wins and losses (no draw ends that soon).
     assert {p.ply for p in groups["begin-hard"]} == set(range(14))  # 14: at most 28 left
     assert {p.value for p in groups["begin-easy"]} == {-1, 1}
+
+
+def test_the_script_writes_groups_as_the_shipped_ones(tmp_path, capsys):
+    """scripts/make_connect4_pons.py at 5 positions a group, from the shipped file's seed: the
+    begin groups are the shipped ones' first five (the stage draws the same random stream),
+    every group is filed by its stage and difficulty (pons.load refuses a misfiled position)
+    without repeats, and the late ones score as the brute force says."""
+    out = tmp_path / "pons.json"
+    load_script("make_connect4_pons").main(["--count", "5", "--out", str(out)])
+    assert "wrote {'end-easy': 5," in capsys.readouterr().out
+    made, shipped = pons.load(out), pons.load()
+    assert {name: len(ps) for name, ps in made.items()} == dict.fromkeys(pons.GROUPS, 5)
+    for name in ("begin-easy", "begin-medium", "begin-hard"):
+        assert made[name] == shipped[name][:5], name
+    every = [p.moves for ps in made.values() for p in ps]
+    assert len(set(every)) == len(every)
+    assert len(_check_late_groups(made, 29)) > 1
+    data = json.loads(out.read_text())
+    assert data["generator"] == "scripts/make_connect4_pons.py --count 5 --seed 0"
 
 
 def test_a_misfiled_position_is_refused(tmp_path):

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 import jax
 import jax.numpy as jnp
 import pytest
-from helpers import write_tiny_run
+from helpers import ROOT, write_tiny_run
 from starlette.testclient import TestClient
 
 import games
@@ -341,9 +341,6 @@ def test_moves_without_a_place_on_the_board_become_buttons():
     shown = view("g", BrowserGame(game_session, {"size": 6}), 0, analyse=False)
     assert shown["buttons"] == [{"action": game.num_actions - 1, "label": "pass"}]
     assert clickable(shown) == [] and shown["legal"] == ["pass"]
-
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def test_command_line_server_answers_at_the_printed_address(runs):

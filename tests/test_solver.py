@@ -4,12 +4,13 @@ against independent facts (published opening values, immediate wins, a plain-Pyt
 from __future__ import annotations
 
 import json
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import lookup_agent
+from helpers import load_script, lookup_agent
 
 import games
 from azjax import agents, solver
@@ -158,6 +159,26 @@ def test_late_labels_match_a_plain_python_solver(positions):
             else:
                 value = -_python_value(nxt, 1 - mover, cache)
             assert value == int(np.sign(score)), (p.moves, col)
+
+
+def test_the_script_writes_the_shipped_set(tmp_path, capsys):
+    """scripts/make_connect4_positions.py with its defaults writes the shipped file byte for
+    byte: the labels checked above are the script's."""
+    out = tmp_path / "connect4.json"
+    load_script("make_connect4_positions").main(["--out", str(out)])
+    assert out.read_bytes() == solver.CONNECT4.path.read_bytes()
+    assert "wrote 300 positions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("script", ["make_connect4_positions", "make_connect4_pons"])
+def test_the_connect4_scripts_name_the_missing_solver(script, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "bitbully", None)  # an import of it fails
+    with pytest.raises(SystemExit) as exit_info:
+        load_script(script).main(["--out", str(tmp_path / "x.json")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("bitbully is not installed; pip install -e '.[solver]'")
+    assert not (tmp_path / "x.json").exists()
 
 
 # ----------------------------------------------------------------------------- agents

@@ -8,22 +8,20 @@ column label, beside its row label).
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import json
-import pathlib
 import re
 import xml.etree.ElementTree as ET
 
 import jax
 import numpy as np
 import pytest
+from helpers import load_script
 from PIL import Image
 
 import games
 from games import svg
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 NS = "{http://www.w3.org/2000/svg}"
 CONFIGS = [
     ("tictactoe", {}),
@@ -36,13 +34,6 @@ CONFIGS = [
     ("chain_reaction", {"rows": 4, "cols": 7}),
 ]
 IDS = [name + "".join(f"-{k}{v}" for k, v in kw.items()) for name, kw in CONFIGS]
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @functools.cache

@@ -7,7 +7,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from test_cli import load_script
+from helpers import load_script
 
 import games
 from azjax import agents, model, solver, zoo

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from helpers import TINY, stop_after_first_iteration
+from helpers import ROOT, TINY, stop_after_first_iteration
 
 from azjax import arena
 from azjax.checkpoint import Checkpointer, list_steps, load_for_inference, read_config
@@ -31,7 +30,6 @@ from azjax.replay import make_sampler
 from azjax.train import train_and_evaluate
 from azjax.trainer import evaluate, make_trainer, restore, resume, starting_point
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
 
 pytestmark = pytest.mark.xdist_group("train")

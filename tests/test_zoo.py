@@ -7,7 +7,6 @@ pointed at it with AZJAX_ZOO_DIR.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import pathlib
@@ -17,7 +16,7 @@ import sys
 import jax
 import pytest
 import test_browser
-from helpers import write_tiny_run
+from helpers import load_script, write_tiny_run
 from starlette.testclient import TestClient
 
 import games
@@ -28,7 +27,6 @@ from azjax.config import Config, GameConfig
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.web.app import create_app
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 browser, server = test_browser.browser, test_browser.server  # headless Chromium, the app
 TTT = games.make("tictactoe")
 C4 = games.make("connect4")
@@ -206,9 +204,7 @@ def test_the_page_picks_the_zoo_model_unless_the_person_chose(browser, server):
 
 
 def test_replay_script_plays_zoo_agents(tmp_path):
-    spec = importlib.util.spec_from_file_location("replay", ROOT / "scripts" / "replay.py")
-    replay = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(replay)
+    replay = load_script("replay")
     out = tmp_path / "frames"
     args = ["--game", "tictactoe", "--agents", "zoo:tictactoe", "policy-zoo:tictactoe"]
     replay.main([*args, "--out", str(out)])
