@@ -256,14 +256,7 @@ def test_learning_bench_writes_curves_per_seed(tmp_path, refused):
     data = json.loads(solver.TICTACTOE.path.read_text())
     solver.TICTACTOE.write({**data, "positions": data["positions"][::50]}, subset)  # 91 of them
     tiny = [
-        "network.blocks=0",
-        "network.channels=8",
-        "search.num_simulations=4",
-        "search.max_num_considered_actions=4",
-        "selfplay.batch_size=8",
-        "selfplay.chunk_moves=9",
-        "replay.capacity=512",
-        "replay.min_size=16",
+        *TINY,
         "train.batch_size=16",
         "train.steps_per_iteration=2",
         "eval.num_simulations=4",

@@ -86,12 +86,19 @@ def board_cells(page) -> list[str]:
     )
 
 
-def test_play_tictactoe_by_clicking(browser, server, tmp_path):
-    page = browser.new_page(viewport={"width": 1100, "height": 760})
+def open_page(browser, server: str, width: int, height: int) -> tuple:
+    """The page at `server` in a `width` x `height` window, ready, and the list that collects
+    its script errors."""
+    page = browser.new_page(viewport={"width": width, "height": height})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(server)
     page.wait_for_selector("body[data-ready=true]")
+    return page, errors
+
+
+def test_play_tictactoe_by_clicking(browser, server, tmp_path):
+    page, errors = open_page(browser, server, 1100, 760)
     page.select_option("#game", "tictactoe")
     page.select_option("#opponent", "random")
     page.select_option("#side", "0")
@@ -131,11 +138,7 @@ def test_play_tictactoe_by_clicking(browser, server, tmp_path):
 
 
 def test_hint_says_it_is_thinking_and_who_answers(browser, server):
-    page = browser.new_page(viewport={"width": 1100, "height": 760})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(server)
-    page.wait_for_selector("body[data-ready=true]")
+    page, errors = open_page(browser, server, 1100, 760)
     page.select_option("#game", "tictactoe")
     page.select_option("#opponent", "random")
     page.click("#new")
@@ -159,11 +162,7 @@ def test_hint_says_it_is_thinking_and_who_answers(browser, server):
 
 
 def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server, tmp_path):
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(server)
-    page.wait_for_selector("body[data-ready=true]")
+    page, errors = open_page(browser, server, 1280, 800)
     page.select_option("#game", "connect4")
     labels = page.locator("#opponent option").all_text_contents()
     assert "zoo: connect4 (solver best move 88%)" in labels, labels
@@ -189,9 +188,7 @@ def test_the_first_move_of_an_opponent_says_it_is_compiling(browser, server, mon
     from azjax.web import app
 
     monkeypatch.setattr(app, "_READY", set())
-    page = browser.new_page(viewport={"width": 1100, "height": 760})
-    page.goto(server)
-    page.wait_for_selector("body[data-ready=true]")
+    page, _ = open_page(browser, server, 1100, 760)
     page.select_option("#game", "tictactoe")
     page.select_option("#opponent", "greedy")
     page.click("#new")
@@ -227,11 +224,7 @@ def test_a_pgx_game_is_drawn_by_pgx_and_played_from_its_move_list(
 
     monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the test
     offer(name)
-    page = browser.new_page(viewport={"width": 1000, "height": 700})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(server)
-    page.wait_for_selector("body[data-ready=true]")
+    page, errors = open_page(browser, server, 1000, 700)
     page.select_option("#game", name)
     opponents = page.locator("#opponent option").all_text_contents()
     assert ("alphabeta:2" in opponents) == (name == "pgx:hex"), opponents  # none over dice
