@@ -25,6 +25,9 @@ baseline=$(cd "$1" && pwd) out=$2
 shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
+if [[ $py == */* ]]; then  # a path: made absolute, as each side runs from its own folder
+    py=$(cd "$(dirname "$py")" && pwd)/$(basename "$py")
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export PYTHONUNBUFFERED=1

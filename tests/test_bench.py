@@ -132,10 +132,16 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
     (site / "sitecustomize.py").write_text(
         f"import sys\nopen({str(tmp_path / 'started')!r}, 'a').write(sys.argv[0] + '\\n')\n"
     )
-    env = {**os.environ, "PYTHON": sys.executable, "CURRENT_ARGS": "--norms layer,none"}
+    # PYTHON given relative to where the script is started.
+    python = os.path.relpath(sys.executable, tmp_path)
+    env = {**os.environ, "PYTHON": python, "CURRENT_ARGS": "--norms layer,none"}
     env["PYTHONPATH"] = str(site)
     result = subprocess.run(
-        ["bash", script, str(ROOT), str(out), *args], capture_output=True, text=True, env=env
+        ["bash", script, str(ROOT), str(out), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     base = json.loads((out / "baseline.json").read_text())["results"]

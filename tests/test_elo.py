@@ -73,6 +73,28 @@ def test_two_players_closed_form_and_stderr():
     assert prior.stderr["x"] == pytest.approx(elo.SCALE / math.sqrt(29 * s * (1 - s)), rel=1e-6)
 
 
+def test_lopsided_records_still_reach_the_maximum():
+    """Results of 99.9% beside near-even ones, with a tiny prior: a full Newton step from level
+    ratings overshoots here (to overflow), so the fit halves its steps; it must still end where
+    every player's expected points equal its points (the likelihood's stationary point)."""
+    games = [("random", "p1", 102, 99898), ("random", "p2", 7, 3), ("p0", "p1", 99911, 89)]
+    games.append(("p0", "p2", 998, 2))
+    prior = 1e-4
+    fitted = elo.fit([elo.Record(a, b, w, 0, lost) for a, b, w, lost in games], prior_draws=prior)
+    ratings = fitted.ratings
+    assert all(math.isfinite(r) for r in ratings.values())
+    expected = dict.fromkeys(ratings, 0.0)
+    points = dict.fromkeys(ratings, 0.0)
+    for a, b, w, lost in games:
+        n, p = w + lost + prior, _expected(ratings[a], ratings[b])
+        expected[a] += n * p
+        expected[b] += n * (1 - p)
+        points[a] += w + prior / 2
+        points[b] += lost + prior / 2
+    for name in ratings:
+        assert expected[name] == pytest.approx(points[name], rel=1e-6, abs=1e-6), name
+
+
 def test_games_against_oneself_count_for_nothing_and_negative_counts_are_refused():
     games = [elo.Record("x", "random", 50, 20, 30), elo.Record("y", "x", 10, 0, 10)]
     alone = elo.fit(games)

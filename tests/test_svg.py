@@ -381,3 +381,25 @@ def test_plot_leaves_out_game_lengths_of_iterations_that_finished_no_game():
     lengths = series["selfplay/mean_game_length"]
     assert lengths[0] == 20.0 and np.isnan(lengths[1]) and lengths[2] == 24.0
     assert series["selfplay/games_finished"] == [5.0, 0.0, 3.0]
+
+
+def test_grid_picture_draws_any_signed_board_with_its_counts():
+    """The picture of a game that draws nothing itself: a disc per owned cell in its owner's
+    colour, the count inside above 1, the last cell outlined, the legal cells clickable."""
+    board = np.array([[0, 1, -1], [3, -2, 0]])
+    legal = np.array([True, False, False, False, False, True])
+    picture = svg.grid_picture(board, legal, 4, 40.0, ("#111111", "#eeeeee"))
+    centres = {(s.geom[0], s.geom[1]): s.fill for s in picture.shapes if s.kind == "circle"}
+    m = svg.margin(40.0) / 2
+    centre = {i: (m + (i % 3) * 40 + 20, m + (i // 3) * 40 + 20) for i in range(6)}
+    assert centres == {
+        centre[1]: "#111111",
+        centre[2]: "#eeeeee",
+        centre[3]: "#111111",
+        centre[4]: "#eeeeee",
+    }
+    texts = {(s.geom[0], s.geom[1]): s.text for s in picture.shapes if s.kind == "text"}
+    assert texts == {centre[3]: "3", centre[4]: "2"}
+    assert [s.action for s in picture.shapes if s.action is not None] == [0, 5]
+    outlined = [s for s in picture.shapes if s.kind == "rect" and s.stroke == "#e0a100"]
+    assert [(s.geom[0] + 20, s.geom[1] + 20) for s in outlined] == [centre[4]]
