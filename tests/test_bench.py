@@ -132,9 +132,11 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
     (site / "sitecustomize.py").write_text(
         f"import sys\nopen({str(tmp_path / 'started')!r}, 'a').write(sys.argv[0] + '\\n')\n"
     )
-    # PYTHON given relative to where the script is started.
-    python = os.path.relpath(sys.executable, tmp_path)
-    env = {**os.environ, "PYTHON": python, "CURRENT_ARGS": "--norms layer,none"}
+    # PYTHON given relative to where the script is started: a wrapper in tmp_path/bin.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (tmp_path / "bin" / "python").chmod(0o755)
+    env = {**os.environ, "PYTHON": "bin/python", "CURRENT_ARGS": "--norms layer,none"}
     env["PYTHONPATH"] = str(site)
     result = subprocess.run(
         ["bash", script, str(ROOT), str(out), *args],
