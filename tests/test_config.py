@@ -174,6 +174,10 @@ def test_overrides_do_not_mutate_their_input():
         ("eval.opponents=[alphabeta:-1]", "eval.opponents[0]"),
         ("eval.opponents=[random, mcts:abc]", "eval.opponents[1]"),
         ("eval.opponents=['policy:']", "eval.opponents[0]"),
+        ("optim=3", "optim: expected a mapping, got 3"),
+        ("optim.learning_rate=fast", "optim.learning_rate"),
+        ("replay.capacity=8", "replay.capacity=8: must be >= train.batch_size"),
+        ("train.reanalyse_fraction=0.001", "train.reanalyse_fraction=0.001: re-searches no"),
     ],
 )
 def test_bad_configs_stop_naming_the_key(override, named):
@@ -194,6 +198,14 @@ def test_unreadable_and_malformed_files(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
         load_config(TICTACTOE, ["search.num_simulations"])
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: expected a mapping at the top level"):
+        load_config(bad)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("base: other.yaml\n")
+    (tmp_path / "other.yaml").write_text("base: loop.yaml\n")
+    with pytest.raises(ConfigError, match=r"loop\.yaml: circular `base`"):
+        load_config(loop)
 
 
 def test_cli_refuses_a_bad_config_before_training(tmp_path, capsys):

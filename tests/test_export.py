@@ -117,6 +117,26 @@ def test_unreadable_model_files_are_named(run, tmp_path):
     _rewrite(wider, config=json.dumps(config))
     with pytest.raises(export.ModelError, match=r"parameter .* has shape .* config needs"):
         export.load_model(wider)
+    # One damaged entry at a time, each named.
+    entries = msgpack.unpackb(good.read_bytes())
+    damaged = [
+        (
+            {k: v for k, v in entries.items() if k not in ("params", "card")},
+            "is damaged: no card, params",
+        ),
+        ({**entries, "card": "{"}, "has a damaged card"),
+        ({**entries, "config": "not json"}, "has an unusable config"),
+        ({**entries, "config": json.dumps({"size": 3})}, "has an unusable config"),
+        ({**entries, "params": b"\x00\x01garbage"}, "has damaged parameters"),
+    ]
+    bad = tmp_path / "damaged.azjax"
+    for data, message in damaged:
+        bad.write_bytes(msgpack.packb(data))
+        with pytest.raises(export.ModelError, match=f"{bad} {message}"):
+            export.load_model(bad)
+    _rewrite(bad, **{**entries, "continuation": b"not zlib"})
+    with pytest.raises(export.ModelError, match=rf"{bad} has a damaged continuation \(error\)"):
+        export.read_continuation(bad)
 
 
 @pytest.mark.parametrize(

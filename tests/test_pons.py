@@ -277,7 +277,16 @@ def test_a_misfiled_position_is_refused(tmp_path):
     bad.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="is not begin-hard"):
         pons.load(bad)
+    data["groups"]["begin-hard"] = []
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=f"{bad}: group begin-hard is empty"):
+        pons.load(bad)
     del data["groups"]["end-easy"]
     bad.write_text(json.dumps(data))
     with pytest.raises(ValueError, match='expected an object with "groups"'):
         pons.load(bad)
+    bad.write_text("{")
+    with pytest.raises(ValueError, match=f"{bad}: not a readable JSON position file"):
+        pons.load(bad)
+    with pytest.raises(FileNotFoundError, match=f"run {pons.SCRIPT}"):
+        pons.load(tmp_path / "nowhere.json")

@@ -260,6 +260,8 @@ SCORES = [-2, -1, 0, 1, 0, -1, -2]  # the empty board's
         (b'{"positions": [{"moves": "99", "scores": []}]}', "move 9 at ply 0 is illegal"),
         (b'{"positions": [{"moves": [0, true], "scores": []}]}', "are not a list of actions"),
         (b'{"positions": [3]}', 'position 0: expected {"moves"'),
+        (b'{"positions": [{"moves": "", "scores": [1.5]}]}', "scores must be integers or null"),
+        (b'{"positions": [{"moves": "", "scores": [1, 2]}]}', "has bad scores (1, 2)"),
     ],
 )
 def test_bad_position_files_are_named_in_one_line(tmp_path, capsys, content, message):
@@ -270,6 +272,17 @@ def test_bad_position_files_are_named_in_one_line(tmp_path, capsys, content, mes
     assert main(["--solver", "random", "--positions", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(bad) in err and message in err, err
+
+
+def test_a_missing_position_file_names_the_script_that_makes_it(tmp_path, capsys):
+    from azjax.cli.evaluate import main
+
+    missing = tmp_path / "nowhere.json"
+    with pytest.raises(FileNotFoundError, match=f"no Connect4 position set at {missing}; run "):
+        solver.CONNECT4.load(str(missing))
+    assert main(["--solver", "random", "--positions", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "scripts/make_connect4_positions.py" in err, err
 
 
 def test_a_move_into_a_full_column_is_named_as_illegal(tmp_path):
