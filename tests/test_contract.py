@@ -13,7 +13,7 @@ from conftest import GAME_CONFIGS, config_id
 
 import games
 from games import core
-from games.core import mover_rewards
+from games.core import IllegalMoveError, mover_rewards
 from games.testing import check_game
 from games.tictactoe import TicTacToe
 
@@ -162,6 +162,26 @@ class _Backwards(TicTacToe):
         return str(9 - self._action_index(action))
 
 
+class _AnyNumber(TicTacToe):
+    def format_action(self, action):
+        return str(int(action) + 1)  # -1 and 9 get a name too
+
+
+class _QuietParse(TicTacToe):
+    def _parse(self, text):
+        return int(text) - 1 if text.isdigit() else 0  # malformed text is the first cell
+
+
+class _AnyMoveParsed(TicTacToe):
+    def parse_action(self, text, state=None):
+        return super().parse_action(text)  # the state's legal moves never asked
+
+
+class _UncheckedStep(TicTacToe):
+    def checked_step(self, state, action):
+        return self.step(state, action)
+
+
 BROKEN = [
     (_NotZeroSum, "rewards are not zero-sum"),
     (_EarlyReward, "rewards must be zero except on the move that ends the game"),
@@ -174,6 +194,10 @@ BROKEN = [
     (_NoText, r"render\(state\) must return a str"),
     (_MirroredActions, "symmetry rot90 does not commute with step"),
     (_Backwards, r"parse_action\(format_action\(0\)\) gave 8"),
+    (_AnyNumber, r"format_action\(-1\) must refuse it"),
+    (_QuietParse, r"parse_action\(''\) must raise IllegalMoveError"),
+    (_AnyMoveParsed, r"parse_action accepted illegal move '\d'"),
+    (_UncheckedStep, "checked_step accepted illegal action"),
 ]
 
 
@@ -182,3 +206,12 @@ def test_check_game_names_the_rule_a_game_breaks(cls, message):
     """Each variant breaks one rule of Tic-Tac-Toe, which passes (`test_check_game`)."""
     with pytest.raises(AssertionError, match=f"^tictactoe: {message}"):
         check_game(cls(), num_games=2)
+
+
+def test_a_game_needs_a_name_and_its_parsed_moves_stay_on_the_board():
+    nameless = type("Nameless", (TicTacToe,), {"name": ""})
+    with pytest.raises(AssertionError, match=r"^Nameless: `name` must be a non-empty str"):
+        check_game(nameless(), num_games=2)
+    unbounded = type("Unbounded", (TicTacToe,), {"_parse": lambda self, text: int(text) - 1})
+    with pytest.raises(IllegalMoveError, match=r"^'12' is off the board in tictactoe"):
+        unbounded().parse_action("12")
