@@ -238,6 +238,13 @@ def test_confidence_interval():
     assert r.ci95 == pytest.approx(1.96 * np.sqrt(0.15 * 100 / 99 / 100))
     assert arena.MatchResult(5, 0, 0, (3, 0, 0), (2, 0, 0)).ci95 == 0.0
     assert r.to_dict()["as_first"] == {"wins": 15, "draws": 20, "losses": 15}
+    # One distinct game (the rest replays of it) is no spread to measure: the whole range.
+    assert dataclasses.replace(r, distinct=1).ci95 == 1.0
+    named = dataclasses.replace(r, name_a="zoo:x", name_b="random")
+    assert str(named) == (
+        f"zoo:x vs random: +30 =40 -30 (score 0.500 ± {r.ci95:.3f}; as first +15 =20 -15, "
+        "as second +15 =20 -15)"
+    )
 
 
 def test_bad_arguments_are_refused():

@@ -155,6 +155,9 @@ def test_unreadable_model_files_are_named(run, tmp_path):
         (["MODEL", "--card-only", "--dtype", "bfloat16"], "--dtype does not apply to --card-only"),
         (["MODEL", "--card-only", "--batch", "4"], "--batch does not apply to --card-only"),
         (["RUN", "--out", "m.azjax", "--resumable", "-1"], "count of positions >= 0, got -1"),
+        (["MODEL", "--card-only", "--resumable", "10"], "--resumable is for a model file"),
+        (["MODEL", "--format", "onnx", "--out", "m.onnx", "--resumable", "10"], "--resumable is"),
+        (["MODEL", "--card-only", "--strength", "EMPTY"], "--strength EMPTY: not a readable JSON"),
         (
             ["zoo:m0", "--card-only", "--device", "1 GPU"],
             "would rewrite the card of the installed zoo model zoo:m0",

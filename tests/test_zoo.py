@@ -25,7 +25,7 @@ from azjax.card import make_card
 from azjax.cli import evaluate, play
 from azjax.config import Config, GameConfig
 from azjax.network import NetworkConfig, init_params, make_network
-from azjax.web.app import create_app
+from azjax.web.app import create_app, find_zoo
 
 browser, server = test_browser.browser, test_browser.server  # headless Chromium, the app
 TTT = games.make("tictactoe")
@@ -161,6 +161,19 @@ def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
     assert "Hint from the zoo model tictactoe with search:" in out
     assert "Moves: " in out
     assert json.loads(save.read_text())["opponent"] == "zoo:tictactoe"
+
+
+def test_a_damaged_model_file_hides_no_other_model(zoo_dir, tmp_path, monkeypatch):
+    """A file in the zoo's folder that is no model (a broken download, say): the others still
+    play by default and are offered on the page; asking for it by name names the damage."""
+    folder = shutil.copytree(zoo_dir, tmp_path / "zoo")
+    (folder / "broken.azjax").write_bytes(b"not a model")
+    monkeypatch.setenv(zoo.ENV, str(folder))
+    assert zoo.names() == ["broken", "c4", "tictactoe"] and zoo.names(TTT) == ["tictactoe"]
+    assert session.default_opponent(TTT) == "zoo:tictactoe"
+    assert [m["name"] for m in find_zoo()] == ["c4", "tictactoe"]
+    with pytest.raises(ValueError, match=r"broken\.azjax is not an azjax model file"):
+        model.load("zoo:broken")
 
 
 def test_browser_server_offers_zoo_models_without_runs():

@@ -28,18 +28,20 @@ def directory() -> pathlib.Path:
     return pathlib.Path(os.environ.get(ENV) or pathlib.Path(__file__).parent)
 
 
-def _plays(card: dict[str, Any], game: games.Game) -> bool:
-    """Whether a card's model was trained for `game` (the same game and size)."""
+def _plays(name: str, game: games.Game) -> bool:
+    """Whether zoo model `name` was trained for `game` (the same game and size): not when its
+    card names a game (or size) this azjax does not know, or cannot be read (a damaged file,
+    which `zoo:NAME` names when asked for)."""
     try:
-        return card_game(card) is game
-    except ValueError:  # a game (or size) this azjax does not know
+        return card_game(card(name)) is game
+    except ValueError:
         return False
 
 
 def names(game: games.Game | None = None) -> list[str]:
     """The zoo's models, sorted; with `game`, those trained for it (same game and size)."""
     found = sorted(p.name.removesuffix(export.SUFFIX) for p in directory().glob("*.azjax"))
-    return found if game is None else [n for n in found if _plays(card(n), game)]
+    return found if game is None else [n for n in found if _plays(n, game)]
 
 
 def path(name: str) -> pathlib.Path:
