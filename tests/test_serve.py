@@ -469,6 +469,22 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_good_one(tmp_path,
         assert newest.status_code == 400 and "unknown opponent" in newest.json()["error"]
 
 
+def test_a_run_with_no_usable_checkpoint_is_not_offered_nor_one_damaged_since(tmp_path):
+    """A run whose every checkpoint is damaged is left out; a checkpoint damaged after it was
+    listed (its arrays rewritten in place) is refused when a game asks for it, named."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    write_tiny_run(good, steps=(1,))
+    write_tiny_run(bad, steps=(1, 2))
+    damage(bad, 1, "meta")
+    damage(bad, 2, "params")
+    with TestClient(create_app(str(tmp_path), analyse=False)) as c:
+        assert [r["path"] for r in c.get("/api/options").json()["runs"]] == [str(good)]
+        damage(good, 1, "params")
+        body = {"game": "tictactoe", "opponent": f"search:{good}@1"}
+        refused = c.post("/api/games", json=body)
+        assert refused.status_code == 400 and str(good) in refused.json()["error"], refused.text
+
+
 def test_a_checkpoint_rewritten_since_it_was_read_is_read_again(tmp_path):
     """The server reads each checkpoint once, keyed by its folder's modification time: one
     damaged after it was listed (rewritten in place) is left out at the next listing."""
