@@ -121,6 +121,7 @@ def test_play_checks_the_save_path_before_playing(where, tmp_path, monkeypatch, 
         (["--game", "tictactoe", "--moves", "5", "--cell", "-5"], "--cell must be"),
         (["--game", "tictactoe", "--moves", "5", "--cell", "nan"], "--cell must be"),
         (["--game", "tictactoe", "--moves", "5", "--ms", "0"], "--ms must be"),
+        (["--moves", "5 1"], "--game is needed with --moves and --agents"),
     ],
 )
 def test_replay_refuses_bad_paths_and_sizes(args, message, tmp_path, capsys):
@@ -194,6 +195,26 @@ RECORD = {  # one line of a real metrics.jsonl
     "eval/random/losses": 1,
     "eval/greedy/win_rate": 0.6,
 }
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (None, "no metrics.jsonl in"),
+        ([], "holds no metrics yet"),
+        ([{"iteration": 1, "final": True, "eval/random/score": 1.0}], "holds no metrics yet"),
+        ([{"iteration": 1, "note": "text"}], "has no numeric fields to plot"),
+    ],
+)
+def test_plot_refuses_a_run_with_nothing_to_plot_in_one_line(lines, message, tmp_path, capsys):
+    if lines is not None:
+        (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with pytest.raises(SystemExit) as exit_info:
+        load_script("plot").main([str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ": error: " in err and message in err, err  # the prog name is argv[0]
+    assert not (tmp_path / "metrics.png").exists()
 
 
 def test_plot_panels_have_one_meaning_and_unit_each(tmp_path):
