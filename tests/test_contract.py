@@ -50,6 +50,18 @@ def test_make_is_cached_and_refuses_unknown_names():
         games.make("chess")
 
 
+def test_grid_symmetries_map_connect4_columns_and_refuse_what_has_no_image():
+    """An action may own several cells (a Connect4 column): flipping left-right maps each
+    column onto one column, in reverse order; a transpose spreads a column over a row."""
+    columns = np.broadcast_to(np.arange(7), (6, 7))
+    identity, flip = core.grid_symmetries(columns, 7, names=("identity", "flip_lr"))
+    assert identity.action_source.tolist() == list(range(7))
+    assert flip.action_source.tolist() == list(range(6, -1, -1))
+    square = np.broadcast_to(np.arange(4), (4, 4))
+    with pytest.raises(ValueError, match=r"^transpose does not map action 0 onto a single action"):
+        core.grid_symmetries(square, 4, names=("transpose",))
+
+
 @pytest.mark.parametrize(("height", "width"), [(4, 4), (3, 5)])
 def test_grid_symmetries_are_the_dihedral_maps_they_name(height, width):
     """Each named map sends cell (r, c)'s contents where its name says (the rotations by
