@@ -368,6 +368,20 @@ def test_network_agents_from_a_checkpoint(tiny_run):
     assert -1.0 <= float(value) <= 1.0
 
 
+def test_an_untrained_looking_checkpoint_is_played_with_a_warning(tiny_run, tmp_path, capsys):
+    """A checkpoint whose net answers the same everywhere (all parameters 0) still plays, with
+    a warning naming what is constant; a live one plays without."""
+    game = games.make("tictactoe")
+    write_tiny_run(tmp_path / "dead", steps=(1,), dead=True)
+    agent = agents.make(f"policy:{tmp_path / 'dead'}", game)
+    err = capsys.readouterr().err
+    assert f"warning: the network of {tmp_path / 'dead'}@1 looks untrained: " in err, err
+    assert "its value output is constant" in err and "its policy is the same" in err
+    assert int(agent(game.init(jax.random.key(0)), jax.random.key(1))) in range(9)
+    agents.make(f"policy:{tiny_run}", game)
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_checkpoint_of_another_game_is_refused(tiny_run):
     with pytest.raises(ValueError, match="trained on tictactoe"):
         agents.make(f"search:{tiny_run}", games.make("connect4"))
