@@ -163,7 +163,7 @@ def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
     assert json.loads(save.read_text())["opponent"] == "zoo:tictactoe"
 
 
-def test_a_damaged_model_file_hides_no_other_model(zoo_dir, tmp_path, monkeypatch):
+def test_a_damaged_model_file_hides_no_other_model(zoo_dir, tmp_path, monkeypatch, capsys):
     """A file in the zoo's folder that is no model (a broken download, say): the others still
     play by default and are offered on the page; asking for it by name names the damage."""
     folder = shutil.copytree(zoo_dir, tmp_path / "zoo")
@@ -174,6 +174,10 @@ def test_a_damaged_model_file_hides_no_other_model(zoo_dir, tmp_path, monkeypatc
     assert [m["name"] for m in find_zoo()] == ["c4", "tictactoe"]
     with pytest.raises(ValueError, match=r"broken\.azjax is not an azjax model file"):
         model.load("zoo:broken")
+    assert evaluate.main(["--zoo"]) == 0  # listed: the others, and a warning naming it
+    out, err = capsys.readouterr()
+    assert [row.split()[0] for row in out.splitlines()] == ["name", "c4", "tictactoe"]
+    assert err == f"warning: {folder / 'broken.azjax'} is not an azjax model file (ExtraData)\n"
 
 
 def test_browser_server_offers_zoo_models_without_runs():

@@ -442,13 +442,19 @@ def _solver(args: argparse.Namespace) -> Outcome:
 def _zoo(args: argparse.Namespace) -> Outcome:
     from azjax import zoo  # flax, mctx, orbax: deferred so that --help answers at once
 
-    found, text = zoo.names(), None
+    found, text = [], None
+    for name in zoo.names():  # a file that is not a readable model is named, not listed
+        try:
+            zoo.card(name)
+            found.append(name)
+        except ValueError as err:
+            print(f"warning: {err}", file=sys.stderr)
     if args.game is not None:  # that game's models, of every size unless --size names one
         game = games.make(args.game, **parse_size(args.size, args.game))
         if args.size is None:
             found = [name for name in found if zoo.card(name)["game"]["name"] == args.game]
         else:
-            found = zoo.names(game)
+            found = zoo.names(game)  # those that read and fit
         if not found:
             size = f" {args.size}" if args.size else ""
             text = f"the zoo has no {args.game}{size} model ({zoo.directory()})"
