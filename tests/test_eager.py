@@ -107,6 +107,19 @@ def test_wide_actions_inside_jit_never_wrap(ttt):
         assert int(game.board(after)[1, 1]) == 1, dtype
 
 
+def test_narrow_actions_reach_every_cell_of_a_large_board():
+    """int8 holds no 144: compared in the action's own type, a 12x12 board's bound would wrap
+    and a legal cell would lose the game."""
+    game = games.make("chain_reaction", rows=12, cols=12)
+    state = game.init(jax.random.key(0))
+    for dtype in (jnp.int8, jnp.uint8, jnp.int16):
+        after = jax.jit(game.step)(state, jnp.asarray(100, dtype))
+        assert not bool(after.terminated), dtype
+        assert int(game.board(after).reshape(-1)[100]) == 1, dtype
+    after = jax.jit(game.step)(state, jnp.asarray(200, jnp.uint8))  # off the board: a loss
+    assert bool(after.terminated) and after.rewards.tolist() == [-1.0, 1.0]
+
+
 def test_batched_states_need_vmap(ttt):
     game, state = ttt
     batch = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 4))
