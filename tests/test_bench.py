@@ -255,6 +255,15 @@ def test_bench_refuses_bad_arguments(refused):
     config = str(ROOT / "configs" / "tictactoe.yaml")
     said = refused("learning", "--config", config, "--set", "foo")
     assert f"bench.py learning: {bad_override}" in said
+    said = refused("learning", "--config", config, "--every-positions", "0")
+    assert "--every-positions must be positive, got 0" in said
+    said = refused("learning", "--config", config, "--seeds", "0,one")
+    assert "expected comma-separated integers >= 0, got '0,one'" in said
+    pons = str(ROOT / "azjax" / "data" / "connect4_pons.json")
+    said = refused("learning", "--config", config, "--pons", pons, "--positions", "8")
+    assert "bench.py learning: --pons: no Pons groups for tictactoe" in said
+    said = refused("learning", "--runs", str(ROOT / "configs"))
+    assert "bench.py learning: no checkpoint in" in said
 
 
 def test_learning_bench_writes_curves_per_seed(tmp_path, refused):
