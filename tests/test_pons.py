@@ -107,6 +107,7 @@ def _check_late_groups(groups: dict[str, list[Position]], plies: int) -> set:
             assert int(np.sign(best)) == result, p.moves
             assert pons.remaining_moves(p.ply, best) == left, (p.moves, best, left)
             assert name == f"{pons.stage(p.ply)}-{pons.difficulty(left)}", p.moves
+            assert pons.position_group(p) == name, p.moves
             assert _column_scores(p.moves, cache) == p.scores, p.moves
             kinds.add((result, p.ply % 2))
     return kinds
