@@ -93,7 +93,7 @@ def _damaged(workdir: str | pathlib.Path, step: int, what: str, err: Exception) 
     why = why[:77] + "..." if len(why) > 80 else why
     return CheckpointError(
         f"checkpoint {step} in {_directory(workdir)} is damaged: cannot read its {what} "
-        f"({where}; {why}). Move it away to resume from an older one."
+        f"({where}; {why}). Move it away to use the newest one before it."
     )
 
 

@@ -158,6 +158,7 @@ def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
         f"checkpoint 1 in {tmp_path / 'checkpoints'} is damaged: cannot read its params" in message
     )
     assert str(tmp_path / "checkpoints" / "1" / "params") in message
+    assert message.endswith("Move it away to use the newest one before it.")  # load or resume
     code = "import sys\nfrom azjax.checkpoint import load_for_inference as f\n"
     code += "try: f(sys.argv[1])\nexcept ValueError: pass"
     command = [sys.executable, "-c", code, str(tmp_path)]
