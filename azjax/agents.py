@@ -24,6 +24,7 @@ The move function `Agent.fn` is built once per (game, settings) and cached, so j
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -46,21 +47,46 @@ ANALYSIS_SIMULATIONS = 200  # pure-MCTS simulations behind `analyse` for baselin
 WIN = 1e6  # value of a won terminal position; heuristic evaluations stay far below it
 
 
-@flax.struct.dataclass
+@dataclasses.dataclass(frozen=True, eq=False)  # equal and hashed by identity: jax.jit(agent)
 class Agent:
-    """A move chooser: `agent(state, key) -> int32 action` for one unbatched state."""
+    """A move chooser: `agent(state, key) -> int32 action` for one unbatched state.
 
-    fn: MoveFn = flax.struct.field(pytree_node=False)  # fn(params, state, key); cached, hashable
+    A pytree whose leaves are `params`: passed to a jitted function, one compiled program
+    serves every agent with the same `fn` (every checkpoint of a network), whatever its name."""
+
+    fn: MoveFn  # fn(params, state, key); cached, hashable
     params: Any = None  # traced pytree (network parameters); None for baselines
-    name: str = flax.struct.field(pytree_node=False, default="")
-
-    # By identity, so that `jax.jit(agent)` can key its cache on the agent (the generated hash
-    # would hash the parameters, which are not hashable).
-    __hash__ = object.__hash__
+    name: str = ""
 
     def __call__(self, state: State, key: Array) -> Array:
         check_unbatched(state, f"agent {self.name}".rstrip())
         return self.fn(self.params, state, key)
+
+    def replace(self, **changes: Any) -> Agent:
+        return dataclasses.replace(self, **changes)
+
+
+class _Label:
+    """An agent's name in its pytree structure, left out of the structure's equality and hash:
+    a name (a checkpoint's step, say) must not split jit's cache of compiled programs."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Label)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+jax.tree_util.register_pytree_node(
+    Agent,
+    lambda agent: ((agent.params,), (agent.fn, _Label(agent.name))),
+    lambda aux, children: Agent(aux[0], children[0], aux[1].text),
+)
 
 
 def check_unbatched(state: State, who: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import pytest
 from helpers import ROOT
@@ -116,6 +117,25 @@ def test_the_readme_python_runs(monkeypatch, capsys):
     actions, states = names["actions"], names["states"]
     assert actions.shape == (64,) and actions.dtype == "int32"
     assert states.legal_action_mask[jnp.arange(64), actions].all()
+
+
+def test_the_evaluation_page_python_runs(tmp_path, monkeypatch):
+    """docs/evaluation.md's agent snippet as written, on a tiny Connect4 run at the path it
+    names; and its claim: the function that takes the agent compiles once for any parameters."""
+    from helpers import write_tiny_run
+
+    from azjax import agents
+
+    (block,) = python_blocks(ROOT / "docs" / "evaluation.md")
+    write_tiny_run(tmp_path / "runs" / "connect4", steps=(100, 200), game="connect4")
+    monkeypatch.chdir(tmp_path)
+    names: dict = {}
+    exec(compile(block, "docs/evaluation.md", "exec"), names)
+    game, states, move = names["game"], names["states"], names["move"]
+    assert names["actions"].shape == (256,) and states.current_player.shape == (256,)
+    older = agents.make("search:runs/connect4@100:64", game)
+    move(older, names["state"], jax.random.key(5))  # another checkpoint: no new compile
+    assert move._cache_size() == 1
 
 
 def test_slug_follows_github():
