@@ -3,6 +3,7 @@ front page, and its Python runs as written."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 import pytest
 from helpers import ROOT
 
+import games
 from azjax import zoo
 
 README_MAX_LINES = 200
@@ -136,6 +138,29 @@ def test_the_evaluation_page_python_runs(tmp_path, monkeypatch):
     older = agents.make("search:runs/connect4@100:64", game)
     move(older, names["state"], jax.random.key(5))  # another checkpoint: no new compile
     assert move._cache_size() == 1
+
+
+def test_the_model_page_python_runs(tmp_path, monkeypatch):
+    """docs/models.md's snippet on a Connect4 model file at the name it uses, given a batch of
+    observations: the network's policy logits and value for each."""
+    from helpers import write_tiny_run
+
+    from azjax import export
+
+    (block,) = python_blocks(ROOT / "docs" / "models.md")
+    write_tiny_run(tmp_path / "run", steps=(1,), game="connect4")
+    export.export_run(tmp_path / "run", tmp_path / "connect4.azjax")
+    monkeypatch.chdir(tmp_path)
+    names = {"observations": jnp.zeros((3, *games.make("connect4").observation_shape))}
+    tree = ast.parse(block)
+    *body, last = tree.body  # the closing expression: what the reader sees
+    exec(compile(ast.Module(body, []), "docs/models.md", "exec"), names)
+    logits, value = eval(compile(ast.Expression(last.value), "docs/models.md", "eval"), names)
+    assert logits.shape == (3, 7) and value.shape == (3,)
+    assert (
+        names["found"].name == "connect4.azjax"
+        and names["found"].card["game"]["name"] == "connect4"
+    )
 
 
 def test_slug_follows_github():
