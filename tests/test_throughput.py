@@ -126,3 +126,6 @@ def test_records_log_evaluations_per_second_and_the_fraction_of_peak(tmp_path, m
     # Where no peak is known (a CPU) the bar shows none.
     unknown = {k: v for k, v in record.items() if k not in ("tflops", "fraction_of_peak")}
     assert "peak" not in postfix(unknown)
+    # The run's health, where the record judges it.
+    assert "health" not in bar
+    assert [postfix({**record, "health/ok": ok})["health"] for ok in (True, False)] == ["ok", "BAD"]

@@ -134,6 +134,10 @@ def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, caps
 
     assert evaluate.main(["--a", "zoo:c4", "--b", "random", "--game", "tictactoe"]) == 2
     assert "zoo model c4 was trained on connect4" in capsys.readouterr().err
+    monkeypatch.setenv(zoo.ENV, str(tmp_path / "run"))  # a folder without models
+    (tmp_path / "run").mkdir()
+    assert evaluate.main(["--zoo"]) == 0
+    assert capsys.readouterr().out == f"the zoo is empty ({tmp_path / 'run'})\n"
 
 
 def test_azjax_eval_lists_one_games_zoo_models(tmp_path, capsys):
