@@ -68,7 +68,8 @@ class Agent:
 
 class _Label:
     """An agent's name in its pytree structure, left out of the structure's equality and hash:
-    a name (a checkpoint's step, say) must not split jit's cache of compiled programs."""
+    a name (a checkpoint's step, say) must not split jit's cache of compiled programs. So a
+    jitted function that returns an agent names it as the first agent it was traced with."""
 
     __slots__ = ("text",)
 
