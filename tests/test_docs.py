@@ -1,5 +1,5 @@
 """The docs hold together: every relative link in README.md and docs/ resolves, README is a
-front page, and its Python runs as written."""
+front page, and the Python of README, docs/evaluation.md and docs/models.md runs."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from helpers import ROOT
+from helpers import ROOT, write_tiny_run
 
 import games
-from azjax import zoo
+from azjax import agents, export, zoo
 
 README_MAX_LINES = 200
 
@@ -123,11 +123,7 @@ def test_the_readme_python_runs(monkeypatch, capsys):
 
 def test_the_evaluation_page_python_runs(tmp_path, monkeypatch):
     """docs/evaluation.md's agent snippet as written, on a tiny Connect4 run at the path it
-    names; and its claim: the function that takes the agent compiles once for any parameters."""
-    from helpers import write_tiny_run
-
-    from azjax import agents
-
+    names; and its claim: the function that takes the agent compiles once for every checkpoint."""
     (block,) = python_blocks(ROOT / "docs" / "evaluation.md")
     write_tiny_run(tmp_path / "runs" / "connect4", steps=(100, 200), game="connect4")
     monkeypatch.chdir(tmp_path)
@@ -143,10 +139,6 @@ def test_the_evaluation_page_python_runs(tmp_path, monkeypatch):
 def test_the_model_page_python_runs(tmp_path, monkeypatch):
     """docs/models.md's snippet on a Connect4 model file at the name it uses, given a batch of
     observations: the network's policy logits and value for each."""
-    from helpers import write_tiny_run
-
-    from azjax import export
-
     (block,) = python_blocks(ROOT / "docs" / "models.md")
     write_tiny_run(tmp_path / "run", steps=(1,), game="connect4")
     export.export_run(tmp_path / "run", tmp_path / "connect4.azjax")
