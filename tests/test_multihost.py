@@ -277,10 +277,13 @@ def _env(devices: int, **extra: str) -> dict[str, str]:
 
 def _ours(stdout: str) -> str:
     """Stdout without the collectives library's connection notices ("[Gloo] Rank 3 is connected
-    to 3 peer ranks. ..."; its threads may write the prefix apart from the rest of the line)."""
+    to 3 peer ranks. ..."). Its threads write the pieces of a notice apart, so they interleave:
+    a rank number can land on a line of its own (seen once: "3"). azjax prints no bare number."""
     lines = stdout.splitlines(True)
     return "".join(
-        line for line in lines if not line.startswith("[Gloo]") and "peer ranks" not in line
+        line
+        for line in lines
+        if not line.startswith("[Gloo]") and "peer ranks" not in line and not line.strip().isdigit()
     )
 
 
