@@ -21,6 +21,7 @@ from helpers import ROOT, write_tiny_run
 
 from azjax.checkpoint import list_steps
 from azjax.cli import INTERRUPTED
+from azjax.cli.train import main as train_main
 from azjax.workdir import StopRequest
 
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
@@ -158,6 +159,35 @@ def test_training_stopped_by_sigterm_exits_130_and_resumes(tmp_path):
     stopped = list_steps(workdir)[-1]
     assert f"interrupted at iteration {stopped}; checkpoint saved; rerun the same command" in out
     assert "done:" not in out, out
+
+
+def test_training_stopped_while_compiling_leaves_no_empty_run(tmp_path):
+    workdir = tmp_path / "run"
+    argv = ["-m", "azjax.cli.train", "--config", str(TICTACTOE), "--workdir", str(workdir)]
+    run = Running([*argv, "--quiet", "--cpu-devices", "1", *TINY], env=_compiling(tmp_path))
+    compiling(run, "init")  # the loop, which stops after an iteration, has not begun
+    run.send(signal.SIGINT)
+    code, _out, err = run.finish()
+    _clean(code, err)
+    start = "azjax-train: interrupted before the first checkpoint; rerun the same command to start"
+    assert start in err.splitlines(), err
+    assert not workdir.exists(), sorted(workdir.rglob("*"))
+
+
+def test_training_stopped_before_its_loop_names_the_checkpoint_kept(tmp_path, monkeypatch, capsys):
+    """A resumed run stopped before the loop takes the signal (restoring, compiling)."""
+    import azjax.train
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    write_tiny_run(tmp_path, steps=(3, 5))
+    monkeypatch.setattr(azjax.train, "train_and_evaluate", interrupted)
+    argv = ["--config", str(TICTACTOE), "--workdir", str(tmp_path), "--quiet", *TINY]
+    assert train_main(argv) == INTERRUPTED
+    kept = "azjax-train: interrupted; checkpoint 5 is kept; rerun the same command to resume\n"
+    assert capsys.readouterr().err == kept
+    assert list_steps(tmp_path) == [3, 5]
 
 
 ONNX_EXPORT = textwrap.dedent(

@@ -176,8 +176,11 @@ def test_a_run_diverging_before_its_first_checkpoint_leaves_no_empty_workdir(
     """What azjax-train made for a run that diverged before saving anything is removed."""
     from azjax import train
 
-    def diverging(config, workdir, progress=True):
-        (pathlib.Path(workdir) / "checkpoints").mkdir(parents=True)
+    def diverging(config, workdir, progress=True):  # what a run writes before it checkpoints
+        for folder in ("checkpoints", "tensorboard"):
+            (pathlib.Path(workdir) / folder).mkdir(parents=True)
+        for name in ("config.yaml", "metrics.jsonl", "tensorboard/events.out.tfevents.1.vm"):
+            (pathlib.Path(workdir) / name).write_text("written")
         raise train.TrainingError("training diverged at iteration 1 (loss nan)")
 
     monkeypatch.setattr(train, "train_and_evaluate", diverging)

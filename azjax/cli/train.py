@@ -7,7 +7,9 @@ files and a final summary. Multi-host clusters are joined automatically (see azj
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
+import shutil
 import sys
 import time
 
@@ -88,7 +90,8 @@ def _main(argv: list[str] | None) -> int:
 
 def _train(config: Config, args: argparse.Namespace) -> int:
     """The run of a checked `config`, on the devices of this process (and its cluster)."""
-    from azjax.train import TrainingError, train_and_evaluate  # Orbax loads slowly: not for --help
+    from azjax.checkpoint import list_steps  # Orbax loads slowly: not for --help
+    from azjax.train import TrainingError, train_and_evaluate
 
     devices = jax.devices()
     if jax.process_index() == 0:
@@ -106,14 +109,18 @@ def _train(config: Config, args: argparse.Namespace) -> int:
         print(f"azjax-train: {err}", file=sys.stderr)
         return FAILED
     except TrainingError as err:
-        _remove_if_empty(args.workdir, existed)
+        _remove_unstarted(args.workdir, existed)
         print(f"azjax-train: {err}", file=sys.stderr)
         return FAILED
     except ValueError as err:  # CheckpointError, ConfigError: what the run was given
-        _remove_if_empty(args.workdir, existed)
+        _remove_unstarted(args.workdir, existed)
         return bad_input("azjax-train", str(err))
-    except KeyboardInterrupt:
-        print("azjax-train: interrupted; the newest checkpoint is kept", file=sys.stderr)
+    except KeyboardInterrupt:  # before the loop took the signal: while compiling or restoring
+        steps = list_steps(args.workdir)
+        kept = f"; checkpoint {steps[-1]} is kept" if steps else " before the first checkpoint"
+        _remove_unstarted(args.workdir, existed)
+        kept += "; rerun the same command to " + ("resume" if steps else "start")
+        print(f"azjax-train: interrupted{kept}", file=sys.stderr)
         return INTERRUPTED
     if final.get("interrupted"):  # its line is printed: interrupted at iteration N; ...
         return stopped()
@@ -122,15 +129,22 @@ def _train(config: Config, args: argparse.Namespace) -> int:
     return OK
 
 
-def _remove_if_empty(workdir: str, existed: bool) -> None:
-    """Remove what a run that failed before its first checkpoint left: an empty checkpoint
-    folder, and the workdir when this command made it and nothing else is in it."""
+def _remove_unstarted(workdir: str, existed: bool) -> None:
+    """Remove what a run that stopped before its first checkpoint left: an empty checkpoint
+    folder and, when this command made the workdir, the workdir with the files the run wrote
+    (its config, log and TensorBoard events). A run with a checkpoint is left as it is."""
+    from azjax.checkpoint import list_steps
+
     folder = pathlib.Path(workdir)
-    for path in (folder / "checkpoints", *(() if existed else (folder,))):
-        try:
+    if list_steps(folder):
+        return
+    with contextlib.suppress(OSError):
+        if not existed:
+            for name in ("config.yaml", "metrics.jsonl"):
+                (folder / name).unlink(missing_ok=True)
+            shutil.rmtree(folder / "tensorboard", ignore_errors=True)
+        for path in (folder / "checkpoints", *(() if existed else (folder,))):
             path.rmdir()  # only when empty
-        except OSError:
-            return
 
 
 def summary(final: dict, seconds: float, workdir: str) -> str:
