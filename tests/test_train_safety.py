@@ -196,14 +196,15 @@ def test_a_run_diverging_before_its_first_checkpoint_leaves_no_empty_workdir(
 
 def test_a_diverging_run_stops_keeping_the_last_good_checkpoint(tmp_path, capsys):
     overrides = [*TINY, "optim.learning_rate=1e30", "replay.min_size=100"]  # trains from it. 2
-    args = ["--config", str(TICTACTOE), "--workdir", str(tmp_path), "--quiet", *overrides]
+    workdir = tmp_path / "run"  # made by the command, and kept with its checkpoint
+    args = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *overrides]
     code = train_main(args)
     err = capsys.readouterr().err
     assert code == 1 and len(lines(err)) == 1, err
     assert "diverged at iteration 2" in err and "checkpoint 1 is kept" in err, err
-    assert list_steps(tmp_path) == [1]
+    assert list_steps(workdir) == [1] and (workdir / "config.yaml").exists()
     assert [
-        json.loads(r)["iteration"] for r in lines((tmp_path / "metrics.jsonl").read_text())
+        json.loads(r)["iteration"] for r in lines((workdir / "metrics.jsonl").read_text())
     ] == [1]
 
 
