@@ -356,7 +356,8 @@ def agent_moves(
 
     The agent moves in `batch_size` positions at a time (default: all at once; the last batch
     is padded, so one compilation serves all), each with its own key whatever the batches;
-    `progress(n)` is called after each batch with the number of positions it moved in.
+    `progress(n)` is called after each batch with the number of positions it moved in. A
+    KeyboardInterrupt after the first batch becomes MovesInterrupted, with the finished moves.
     """
     count = len(positions)
     if count == 0:
@@ -368,13 +369,28 @@ def agent_moves(
     keys = jax.random.split(key, count)
     moves_fn = _moves_fn(agent.fn)
     moves = []
-    for start in range(0, count, size):
-        rows = np.minimum(np.arange(start, start + size), count - 1)  # the last batch padded
-        batch = jax.tree.map(lambda x, rows=rows: x[rows], (states, keys))
-        moves.append(np.asarray(moves_fn(agent.params, *batch))[: count - start])
-        if progress is not None:
-            progress(len(moves[-1]))
+    try:
+        for start in range(0, count, size):
+            rows = np.minimum(np.arange(start, start + size), count - 1)  # the last batch padded
+            batch = jax.tree.map(lambda x, rows=rows: x[rows], (states, keys))
+            moves.append(np.asarray(moves_fn(agent.params, *batch))[: count - start])
+            if progress is not None:
+                progress(len(moves[-1]))
+    except KeyboardInterrupt:
+        if not moves:
+            raise
+        raise MovesInterrupted(np.concatenate(moves), count) from None
     return np.concatenate(moves)
+
+
+class MovesInterrupted(KeyboardInterrupt):
+    """`agent_moves` stopped (Ctrl-C) after some of its batches: `moves` are those of the first
+    `len(moves)` positions, of the `planned` ones."""
+
+    def __init__(self, moves: np.ndarray, planned: int):
+        super().__init__(f"interrupted after {len(moves)} of {planned} positions")
+        self.moves = moves
+        self.planned = planned
 
 
 def accuracy(

@@ -203,9 +203,8 @@ def test_a_diverging_run_stops_keeping_the_last_good_checkpoint(tmp_path, capsys
     assert code == 1 and len(lines(err)) == 1, err
     assert "diverged at iteration 2" in err and "checkpoint 1 is kept" in err, err
     assert list_steps(workdir) == [1] and (workdir / "config.yaml").exists()
-    assert [
-        json.loads(r)["iteration"] for r in lines((workdir / "metrics.jsonl").read_text())
-    ] == [1]
+    records = lines((workdir / "metrics.jsonl").read_text())
+    assert [json.loads(r)["iteration"] for r in records] == [1]
 
 
 def test_parameters_no_longer_finite_stop_the_run_under_a_finite_loss():

@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 import games
 from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import INTERRUPTED, check_interrupt, run_command, use_compilation_cache
+from azjax.cli import INTERRUPTED, OK, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
@@ -81,8 +81,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help=f"games played at once (default {GAME_BATCH}: a batch lasts as long as its slowest "
         "game, which makes large batches slow with rollout agents such as mcts:SIMS); --solver: "
-        "positions searched at once, with a progress bar (default all at once: batches can "
-        "change a close move through the arithmetic)",
+        "positions searched at once, with a progress bar and Ctrl-C keeping the finished batches "
+        "(default all at once: batches can change a close move through the arithmetic)",
     )
     parser.add_argument(
         "--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)"
@@ -423,20 +423,44 @@ def _solver(args: argparse.Namespace) -> Outcome:
     agent = _agent(spec, game)
     positions = referee.load(args.positions)
     groups = pons.load() if referee.groups_file is not None else {}
-    total = len(positions) + sum(len(g) for g in groups.values())
+    flat = [p for group in groups.values() for p in group]
+    total = len(positions) + len(flat)
     key = jax.random.key(args.seed)
+    moves: list = []  # the solver set's moves, then the Pons groups' (drawn with their own key)
     with _progress(args, total, f"{agent.name} on the solver set", "position") as bar:
-        result = solver.accuracy(game, agent, key, positions, args.batch, _advance(bar))
-        if groups:
-            rates = pons.mistake_rates(
-                game, agent, jax.random.fold_in(key, 1), groups, args.batch, _advance(bar)
-            )
-    data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict()}
+        try:
+            for index, todo in enumerate((positions, flat)):
+                if todo:
+                    part = jax.random.fold_in(key, index) if index else key
+                    moves.append(
+                        solver.agent_moves(game, agent, part, todo, args.batch, _advance(bar))
+                    )
+            stopped = {}
+        except KeyboardInterrupt as stop:  # Ctrl-C: the finished batches still count
+            if isinstance(stop, solver.MovesInterrupted):
+                moves.append(stop.moves)
+            if not moves:
+                raise
+            done = sum(map(len, moves))
+            stopped = {"interrupted": True, "positions": done, "planned_positions": total}
+    result = solver.score_moves(positions[: len(moves[0])], moves[0])
+    data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict(), **stopped}
     text = f"{agent.name} against perfect play ({game.name}):\n{result}"
-    if groups:
+    if len(moves) > 1:
+        rates = pons.score_mistakes(_first(groups, len(moves[1])), moves[1])
         data["pons"] = rates.to_dict()
         text += f"\n{rates}"
     return data, lambda: print(text)
+
+
+def _first(groups: dict[str, tuple], count: int) -> dict[str, tuple]:
+    """The first `count` positions of `groups`, taken group after group; empty groups left out."""
+    out = {}
+    for name, positions in groups.items():
+        if count > 0:
+            out[name] = positions[:count]
+        count -= len(positions)
+    return out
 
 
 def _zoo(args: argparse.Namespace) -> Outcome:
@@ -512,13 +536,16 @@ def _main(argv: list[str] | None) -> int:
         print(f"wrote {args.json}")
     match = data.get("match", {})
     if match.get("interrupted"):
-        print(
-            f"azjax-eval: interrupted after {match['games']} of {match['planned_games']} "
-            "games (whole batches); the figures above count those",
-            file=sys.stderr,
-        )
-        return INTERRUPTED
-    return 0
+        done = f"{match['games']} of {match['planned_games']} games"
+    elif data.get("interrupted"):
+        done = f"{data['positions']} of {data['planned_positions']} positions"
+    else:
+        return OK
+    print(
+        f"azjax-eval: interrupted after {done} (whole batches); the figures above count those",
+        file=sys.stderr,
+    )
+    return INTERRUPTED
 
 
 if __name__ == "__main__":
