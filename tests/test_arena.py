@@ -370,7 +370,7 @@ def test_cli_solver_interrupted_keeps_its_finished_batches(
 
     monkeypatch.setattr(evaluate, "check_interrupt", ctrl_c_after_some_batches)
     out = tmp_path / "solver.json"
-    argv = ["--solver", "greedy", "--batch", "64", "--quiet", "--json", str(out)]
+    argv = ["--solver", "random", "--batch", "64", "--quiet", "--json", str(out)]
     assert evaluate.main(argv) == INTERRUPTED
     data = json.loads(out.read_text())
     game, key, groups = solver.CONNECT4.game, jax.random.key(0), pons.load()
@@ -385,14 +385,14 @@ def test_cli_solver_interrupted_keeps_its_finished_batches(
     )
     message = f"interrupted after {done} of {planned} positions (whole batches)"
     assert message in capsys.readouterr().err
-    greedy = agents.make("greedy", game)
-    moves = solver.agent_moves(game, greedy, key, positions, 64)
+    mover = agents.make("random", game)  # its moves follow its keys
+    moves = solver.agent_moves(game, mover, key, positions, 64)
     scored = min(done, len(positions))
     assert data["accuracy"] == solver.score_moves(positions[:scored], moves[:scored]).to_dict()
     if done <= len(positions):
         assert "pons" not in data
     else:
-        moves = solver.agent_moves(game, greedy, jax.random.fold_in(key, 1), flat, 64)
+        moves = solver.agent_moves(game, mover, jax.random.fold_in(key, 1), flat, 64)
         first = {pons.GROUPS[0]: groups[pons.GROUPS[0]][: done - len(positions)]}
         assert data["pons"] == pons.score_mistakes(first, moves[: done - len(positions)]).to_dict()
 
