@@ -120,6 +120,11 @@ def strength_entry(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         figures = {"agent": m["a"], "opening_moves": opening, **{k: m[k] for k in keys}}
         return key, figures
     if isinstance(result.get("accuracy"), Mapping):
+        if result.get("interrupted"):  # the set's first positions: not a sample of it
+            raise ModelError(
+                f"the --solver result was interrupted after {result.get('positions')} of "
+                f"{result.get('planned_positions')} positions; file a finished one"
+            )
         a = result["accuracy"]
         keys = ("positions", "best_move", "keeps_result")
         key = f"{result['agent']} on the solver positions"

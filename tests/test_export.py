@@ -244,6 +244,10 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         export.record_strength(model, {**match, "game": "connect4"})
     with pytest.raises(export.ModelError, match="expected an azjax-eval --json result"):
         export.record_strength(model, {"game": "tictactoe", "elo": {}})
+    stopped = {"interrupted": True, "positions": 128, "planned_positions": 300}
+    with pytest.raises(export.ModelError, match="interrupted after 128 of 300 positions"):
+        export.record_strength(model, {**solver, **stopped})  # a biased part of the set
+    assert export.read_card(model) == card
 
 
 def test_headline_names_one_opening_ply_in_the_singular():
