@@ -91,7 +91,7 @@ def _main(argv: list[str] | None) -> int:
 def _train(config: Config, args: argparse.Namespace) -> int:
     """The run of a checked `config`, on the devices of this process (and its cluster)."""
     from azjax.checkpoint import list_steps  # Orbax loads slowly: not for --help
-    from azjax.train import TrainingError, train_and_evaluate
+    from azjax.train import TrainingError, train_and_evaluate  # the same
 
     devices = jax.devices()
     if jax.process_index() == 0:
@@ -133,7 +133,7 @@ def _remove_unstarted(workdir: str, existed: bool) -> None:
     """Remove what a run that stopped before its first checkpoint left: an empty checkpoint
     folder and, when this command made the workdir, the workdir with the files the run wrote
     (its config, log and TensorBoard events). A run with a checkpoint is left as it is."""
-    from azjax.checkpoint import list_steps
+    from azjax.checkpoint import list_steps  # Orbax loads slowly: not for --help
 
     folder = pathlib.Path(workdir)
     if list_steps(folder):
