@@ -227,6 +227,61 @@ def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
     )
 
 
+RUN_COMMAND = textwrap.dedent(
+    """
+    import signal, sys
+    from azjax.cli import OK, check_interrupt, run_command
+
+    def swallowed():  # a Ctrl-C whose KeyboardInterrupt is dropped, as XLA's compile may do
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+
+    def looping(argv):  # a long loop checks between its steps
+        swallowed()
+        for _ in range(3):
+            check_interrupt()
+        print("not stopped")
+
+    def returning(argv):
+        swallowed()
+        return OK
+
+    def failing(argv):  # what the signal broke off fails
+        swallowed()
+        raise RuntimeError("broken off")
+
+    def again(argv):  # a second Ctrl-C while the first one's clean-up runs
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            print("cleaning up", flush=True)
+            signal.raise_signal(signal.SIGINT)
+            print("not stopped")
+        return OK
+
+    sys.exit(run_command("prog", globals()[sys.argv[1]], []))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("main", "out", "err"),
+    [
+        ("looping", "", "\nprog: interrupted\n"),
+        ("returning", "", "\nprog: interrupted\n"),
+        ("failing", "", "\nprog: interrupted\n"),
+        ("again", "cleaning up\n", ""),
+    ],
+)
+def test_a_ctrl_c_is_never_lost(main, out, err):
+    """run_command's promise: a Ctrl-C whose KeyboardInterrupt was dropped still stops the
+    command with status 130, and a second one ends it at once."""
+    run = Running(["-c", RUN_COMMAND, main])
+    assert run.finish(60) == (INTERRUPTED, out, err)
+
+
 def test_signals_while_a_checkpoint_is_written_wait_for_it(capsys):
     """Inside `StopRequest.saving()` a second Ctrl-C only asks to stop once the checkpoint is
     written; outside it, a second one stops at once."""
