@@ -140,6 +140,10 @@ class _Session:
         # (a previous piece's model may be gone from a fresh machine). A first start reads it
         # before any compiling, so that a bad one stops the run at once.
         start, carried = (None, None) if resuming else starting_point(config)
+        if progress and jax.process_index() == 0:  # what the wait before the bar moves is
+            cache = jax.config.jax_compilation_cache_dir
+            where = f"; JAX's cache in {cache} speeds up the next ones" if cache else ""
+            print(f"compiling: the first start of a config takes longest{where}", flush=True)
         self.trainer = make_trainer(config)
         self.iteration, saved = 0, []
         if resuming:

@@ -21,7 +21,6 @@ from azjax.cli import (
     INTERRUPTED,
     OK,
     bad_input,
-    compilation_cache_dir,
     leave,
     run_command,
     stopped,
@@ -101,12 +100,6 @@ def _train(config: Config, args: argparse.Namespace) -> int:
             f"({jax.process_count()} process(es)), workdir {args.workdir}",
             flush=True,
         )
-        if not args.quiet:  # what the wait before the bar moves is
-            print(
-                "compiling: the first start of a config takes longest; JAX's cache in "
-                f"{compilation_cache_dir()} speeds up the next ones",
-                flush=True,
-            )
     start, existed = time.perf_counter(), pathlib.Path(args.workdir).exists()
     try:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
