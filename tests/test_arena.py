@@ -397,6 +397,38 @@ def test_cli_solver_interrupted_keeps_its_finished_batches(
         assert data["pons"] == pons.score_mistakes(first, moves[: done - len(positions)]).to_dict()
 
 
+@pytest.mark.parametrize("saved", [True, False], ids=["json", "no_json"])
+def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
+    saved, tmp_path, monkeypatch, capsys
+):
+    import json
+
+    from azjax.cli import evaluate
+
+    calls = []
+
+    def ctrl_c_in_the_second_match():  # one batch a match: after the first match's
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate, "check_interrupt", ctrl_c_in_the_second_match)
+    out = tmp_path / "rr.json"
+    argv = ["--game", "tictactoe", "--round-robin", "random,greedy,alphabeta:1"]
+    argv += ["--games", "4", "--batch", "4", "--quiet", *(["--json", str(out)] if saved else [])]
+    assert evaluate.main(argv) == INTERRUPTED
+    printed, err = capsys.readouterr()
+    table = printed.splitlines()
+    assert len(table) == 2 and table[1].startswith("random vs greedy "), printed
+    kept = f"; the finished matches are in {out}" if saved else ""
+    assert err == f"azjax-eval: interrupted{kept}\n"
+    if saved:
+        partial = json.loads(out.read_text())["partial"]
+        assert [(m["a"], m["b"], m["games"]) for m in partial] == [("random", "greedy", 4)]
+    else:
+        assert not out.exists()
+
+
 def test_cli_writes_its_json_before_printing(tmp_path, monkeypatch):
     """A closed stdout (`azjax-eval ... | head`) must not lose the results."""
     import io

@@ -269,24 +269,30 @@ def _rate(args, game, players, pairs, desc: str):
     done: list = []
 
     def save_partial(result) -> None:
-        done.append(result.to_dict())
+        done.append(result)
         if args.json is not None:
+            partial = [r.to_dict() for r in done]
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps({"game": game.name, "partial": done}, indent=2))
+            args.json.write_text(json.dumps({"game": game.name, "partial": partial}, indent=2))
 
-    with _progress(args, args.games * len(pairs), desc) as bar:
-        return arena.ladder(
-            game,
-            players,
-            args.games,
-            jax.random.key(args.seed),
-            pairs,
-            anchor=players[0].name,
-            opening_moves=args.opening_moves,
-            batch_size=args.batch or GAME_BATCH,
-            progress=_advance(bar),
-            on_result=save_partial,
-        )
+    try:
+        with _progress(args, args.games * len(pairs), desc) as bar:
+            return arena.ladder(
+                game,
+                players,
+                args.games,
+                jax.random.key(args.seed),
+                pairs,
+                anchor=players[0].name,
+                opening_moves=args.opening_moves,
+                batch_size=args.batch or GAME_BATCH,
+                progress=_advance(bar),
+                on_result=save_partial,
+            )
+    except KeyboardInterrupt:  # Ctrl-C: the finished matches are shown (and kept with --json)
+        if done:
+            _print_results(done)
+        raise
 
 
 def _round_robin(args: argparse.Namespace) -> Outcome:
