@@ -140,7 +140,8 @@ class _Session:
         # (a previous piece's model may be gone from a fresh machine). A first start reads it
         # before any compiling, so that a bad one stops the run at once.
         start, carried = (None, None) if resuming else starting_point(config)
-        if progress and jax.process_index() == 0:  # what the wait before the bar moves is
+        self.shown = progress and jax.process_index() == 0  # the progress bars and notes
+        if self.shown:  # what the wait before the bar moves is
             cache = jax.config.jax_compilation_cache_dir
             where = f"; JAX's cache in {cache} speeds up the next ones" if cache else ""
             print(f"compiling: the first start of a config takes longest{where}", flush=True)
@@ -177,7 +178,7 @@ class _Session:
             initial=self.iteration,
             desc=f"{self.trainer.game.name}",
             unit="it",
-            disable=not progress or jax.process_index() != 0,
+            disable=not self.shown,
             dynamic_ncols=True,
         )
         self.stop = StopRequest()
@@ -313,7 +314,12 @@ class _Session:
             if self.config.eval.final_num_games:
                 key = jax.random.fold_in(self.eval_key, 0)
                 games = self.config.eval.final_num_games
-                final.update(arena_evaluate(self.trainer, self.state.params, key, games))
+                total = games * len(self.config.eval.opponents)
+                hidden = not self.shown
+                with tqdm(total=total, desc="final evaluation", unit="game", disable=hidden) as bar:
+                    final.update(
+                        arena_evaluate(self.trainer, self.state.params, key, games, bar.update)
+                    )
                 final["final"] = True
                 final["elapsed_minutes"] = self.elapsed_minutes()
                 self.log_file.write(final)

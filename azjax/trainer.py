@@ -248,8 +248,15 @@ def gate(trainer: Trainer, state: TrainState, key: Array) -> tuple[TrainState, d
     return state, {"gate/score": float(result.score), "gate/promoted": int(promoted)}
 
 
-def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> dict[str, float]:
-    """Net + search (no exploration) against each `eval.opponents` agent, via the arena."""
+def evaluate(
+    trainer: Trainer,
+    params: Params,
+    key: Array,
+    num_games: int,
+    progress: Callable[[int], Any] | None = None,
+) -> dict[str, float]:
+    """Net + search (no exploration) against each `eval.opponents` agent, via the arena;
+    `progress(n)` after each match with its `num_games`."""
     config = trainer.config.eval
     search = trainer.config.playing_search()
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
@@ -257,7 +264,7 @@ def evaluate(trainer: Trainer, params: Params, key: Array, num_games: int) -> di
     for i, (spec, opponent) in enumerate(zip(config.opponents, trainer.opponents, strict=True)):
         key_i = jax.random.fold_in(key, i)
         result = arena.match(
-            trainer.game, player, opponent, num_games, key_i, opening_moves=config.opening_moves
+            trainer.game, player, opponent, num_games, key_i, config.opening_moves, None, progress
         )
         name = spec.replace(":", "_").replace("/", "_")
         out[f"eval/{name}/score"] = float(result.score)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -71,14 +73,30 @@ def records(workdir):
 
 @pytest.fixture(scope="module")
 def two_iterations(tmp_path_factory):
-    """(config, workdir, final result) of a tiny run of two iterations and a final evaluation."""
+    """(config, workdir, final result, (stdout, stderr)) of a tiny run of two iterations and a
+    final evaluation, with its progress bars."""
     workdir = tmp_path_factory.mktemp("two_iterations")
     config = load_config(TICTACTOE, [*TINY, "eval.every=1", "eval.final_num_games=4"])
-    return config, workdir, train_and_evaluate(config, workdir, progress=False)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        final = train_and_evaluate(config, workdir, progress=True)
+    return config, workdir, final, (out.getvalue(), err.getvalue())
+
+
+def test_two_iterations_show_what_they_do(two_iterations):
+    """What the wait before the first iteration is, then a bar for the loop and one for the
+    final evaluation."""
+    config, _, _, (out, err) = two_iterations
+    cache = jax.config.jax_compilation_cache_dir
+    assert out.startswith("compiling: the first start of a config takes longest"), out
+    assert f"JAX's cache in {cache} speeds up" in out or not cache, out
+    assert "tictactoe: 100%" in err and " 2/2 [" in err, err
+    games = config.eval.final_num_games * len(config.eval.opponents)
+    assert "final evaluation: 100%" in err and f" {games}/{games} [" in err, err
 
 
 def test_two_iterations_end_to_end(two_iterations):
-    config, tmp_path, final = two_iterations
+    config, tmp_path, final, _ = two_iterations
     log = records(tmp_path)
     assert [r["iteration"] for r in log] == [1, 2, 2] and log[-1]["final"]
     # Evaluated every iteration but the last, whose evaluation is the final one.
