@@ -277,6 +277,7 @@ RUN_COMMAND = textwrap.dedent(
         ("failing", "", "\nprog: interrupted\n"),
         ("again", "cleaning up\n", ""),
     ],
+    ids=["looping", "returning", "failing", "again"],
 )
 def test_a_ctrl_c_is_never_lost(main, out, err):
     """run_command's promise: a Ctrl-C whose KeyboardInterrupt was dropped still stops the
