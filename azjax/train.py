@@ -249,6 +249,8 @@ class _Session:
             return
         key = jax.random.fold_in(self.eval_key, self.iteration)
         params, games = self.state.params, self.config.eval.num_games
+        opponents = ", ".join(self.config.eval.opponents)
+        self.bar.set_postfix_str(f"evaluating: {games} games against {opponents}")
         record.update(arena_evaluate(self.trainer, params, key, games))
         self.bar.write(eval_line(self.iteration, record))
 

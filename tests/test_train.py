@@ -91,6 +91,8 @@ def test_two_iterations_show_what_they_do(two_iterations):
     assert out.startswith("compiling: the first start of a config takes longest"), out
     assert f"JAX's cache in {cache} speeds up" in out or not cache, out
     assert "tictactoe: 100%" in err and " 2/2 [" in err, err
+    opponents = ", ".join(config.eval.opponents)  # while the first iteration's evaluation plays
+    assert f"evaluating: {config.eval.num_games} games against {opponents}]" in err, err
     games = config.eval.final_num_games * len(config.eval.opponents)
     assert "final evaluation: 100%" in err and f" {games}/{games} [" in err, err
 
