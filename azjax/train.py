@@ -314,20 +314,21 @@ class _Session:
             return {**record, **final, **self.clocks(), "interrupted": True}
         try:
             if self.config.eval.final_num_games:
-                key = jax.random.fold_in(self.eval_key, 0)
-                games = self.config.eval.final_num_games
-                total = games * len(self.config.eval.opponents)
-                hidden = not self.shown
-                with tqdm(total=total, desc="final evaluation", unit="game", disable=hidden) as bar:
-                    final.update(
-                        arena_evaluate(self.trainer, self.state.params, key, games, bar.update)
-                    )
+                final.update(self.final_evaluation())
                 final["final"] = True
                 final["elapsed_minutes"] = self.elapsed_minutes()
                 self.log_file.write(final)
         finally:
             self.log_file.close()
         return {**record, **final, **self.clocks()}
+
+    def final_evaluation(self) -> dict[str, Any]:
+        """`eval.final_num_games` games against each opponent, behind a progress bar."""
+        games = self.config.eval.final_num_games
+        total = games * len(self.config.eval.opponents)
+        key = jax.random.fold_in(self.eval_key, 0)
+        with tqdm(total=total, desc="final evaluation", unit="game", disable=not self.shown) as bar:
+            return arena_evaluate(self.trainer, self.state.params, key, games, bar.update)
 
     def clocks(self) -> dict[str, Any]:
         """Where this session started and the run's wall clock so far (for the summary)."""

@@ -264,7 +264,13 @@ def evaluate(
     for i, (spec, opponent) in enumerate(zip(config.opponents, trainer.opponents, strict=True)):
         key_i = jax.random.fold_in(key, i)
         result = arena.match(
-            trainer.game, player, opponent, num_games, key_i, config.opening_moves, None, progress
+            trainer.game,
+            player,
+            opponent,
+            num_games,
+            key_i,
+            opening_moves=config.opening_moves,
+            progress=progress,
         )
         name = spec.replace(":", "_").replace("/", "_")
         out[f"eval/{name}/score"] = float(result.score)
