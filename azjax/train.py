@@ -260,6 +260,7 @@ class _Session:
         if not every or self.iteration % every:
             return
         key = jax.random.fold_in(self.gate_key, self.iteration)
+        self.bar.set_postfix_str(f"gate: {self.config.gate.games} games against the best")
         self.state, gated = arena_gate(self.trainer, self.state, key)
         record.update(gated)
         verdict = "becomes the best" if gated["gate/promoted"] else "is not better"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 
 import jax
 import jax.numpy as jnp
@@ -82,8 +84,10 @@ def test_the_gate_plays_the_latest_parameters_against_the_best(trainer, monkeypa
 
 def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
     config = trainer.config  # two iterations, a checkpoint after each
-    out = train_and_evaluate(config, tmp_path, progress=False)
+    with contextlib.redirect_stderr(io.StringIO()) as bars:
+        out = train_and_evaluate(config, tmp_path, progress=True)
     assert out["iteration"] == 2 and "gate/score" in out and out["gate/promoted"] in (0, 1)
+    assert f"gate: {config.gate.games} games against the best]" in bars.getvalue()  # the wait
     # As if stopped after iteration 1: the run resumes there and reaches the same state, the
     # best parameters included.
     with Checkpointer(tmp_path, 3) as checkpointer:
