@@ -433,6 +433,7 @@ def _solver(args: argparse.Namespace) -> Outcome:
     total = len(positions) + len(flat)
     key = jax.random.key(args.seed)
     moves: list = []  # the solver set's moves, then the Pons groups' (drawn with their own key)
+    stopped: dict = {}  # how far an interrupted search got
     with _progress(args, total, f"{agent.name} on the solver set", "position") as bar:
         try:
             for index, todo in enumerate((positions, flat)):
@@ -441,7 +442,6 @@ def _solver(args: argparse.Namespace) -> Outcome:
                     moves.append(
                         solver.agent_moves(game, agent, part, todo, args.batch, _advance(bar))
                     )
-            stopped = {}
         except KeyboardInterrupt as stop:  # Ctrl-C: the finished batches still count
             if isinstance(stop, solver.MovesInterrupted):
                 moves.append(stop.moves)
