@@ -17,11 +17,12 @@ the search is exact (no learned model). Conventions, as mctx needs them:
 
 Games with chance (`game.has_chance`: dice) are searched with chance nodes instead, over
 mctx's Stochastic MuZero tree with the real game as its model: PUCT through
-`stochastic_muzero_policy`, Gumbel through `_gumbel_chance_policy` (the same tree with Gumbel
-MuZero's selection). A decision node expands into the game's
-`afterstate` (the move played, the dice not yet rolled); an afterstate (a chance node) expands
-into `step_chance` of one outcome, chosen by mctx in proportion to the game's `chance_probs`,
-never by the State's own key, so the search cannot foresee the roll that `game.step` will draw.
+`stochastic_muzero_policy`, Gumbel through `_gumbel_chance_policy` (the same tree, built by
+`_chance_tree` from mctx's public pieces, with Gumbel MuZero's selection). A decision node
+expands into the game's `afterstate` (the move played, the dice not yet rolled); an afterstate
+(a chance node) expands into `step_chance` of one outcome, chosen in proportion to the game's
+`chance_probs`, never by the State's own key, so the search cannot foresee the roll that
+`game.step` will draw.
 Its conventions add to those above:
 
 - an afterstate is valued from the view of the player who moved into it (mctx's decision ->
@@ -56,6 +57,11 @@ Params = Any
 # evaluate(params, states batched [B], key) -> (logits float32[B, A], value float32[B]);
 # the value is from the point of view of each state's player to move.
 Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
+# The two steps of the tree with chance nodes, as mctx's Stochastic MuZero calls them:
+# decide(params, key, action [B], states [B]) -> (outcome logits and first value, afterstates);
+# roll(params, key, outcome [B], afterstates [B]) -> (move logits, value, reward, discount; states).
+DecisionFn = Callable[[Params, Array, Array, State], tuple[Any, Any]]
+ChanceFn = Callable[[Params, Array, Array, Any], tuple[Any, State]]
 
 CHANCE_VALUES = ("expected", "sampled")
 ALGORITHMS = ("gumbel", "puct")
@@ -353,86 +359,191 @@ def _chance_fn(game: Game, evaluate: Evaluator):
     return chance_fn
 
 
+@struct.dataclass
+class _Node:
+    """A node's embedding in the tree with chance nodes: a decision node's State (`state`) or a
+    chance node's Afterstate (`after`); the field a node is not filled with is its parent's."""
+
+    state: State
+    after: Afterstate
+    decision: Array  # bool: a decision node
+
+
+def _chance_recurrent_fn(
+    decision_fn: DecisionFn,
+    chance_fn: ChanceFn,
+    num_actions: int,
+    num_outcomes: int,
+) -> mctx.RecurrentFn:
+    """One recurrent function over the tree with chance nodes, as mctx's Stochastic MuZero
+    builds it: a node has A + C children, the moves then the outcomes, and the half that is not
+    its kind has prior logits -inf. Both steps run for every node; each node keeps its kind's."""
+
+    def recurrent_fn(params: Params, key: Array, index: Array, node: _Node):
+        decided, after = decision_fn(params, key, index, node.state)
+        rolled, state = chance_fn(params, key, index - num_actions, node.after)
+        batch = index.shape[0]
+        value = decided.afterstate_value
+        into_chance = mctx.RecurrentFnOutput(
+            prior_logits=jnp.concatenate(
+                [jnp.full((batch, num_actions), -jnp.inf), decided.chance_logits], axis=-1
+            ),
+            value=value,
+            reward=jnp.zeros_like(value),
+            discount=jnp.ones_like(value),
+        )
+        into_decision = mctx.RecurrentFnOutput(
+            prior_logits=jnp.concatenate(
+                [rolled.action_logits, jnp.full((batch, num_outcomes), -jnp.inf)], axis=-1
+            ),
+            value=rolled.value,
+            reward=rolled.reward,
+            discount=rolled.discount,
+        )
+
+        def pick(x: Array, y: Array) -> Array:
+            return jnp.where(node.decision.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
+
+        output = jax.tree.map(pick, into_chance, into_decision)
+        return output, _Node(state=state, after=after, decision=~node.decision)
+
+    return recurrent_fn
+
+
+def _children(tree: mctx.Tree, part: slice) -> mctx.Tree:
+    """`tree` with its children's arrays cut to `part` of the A + C: the moves or the outcomes."""
+    return tree.replace(
+        children_index=tree.children_index[..., part],
+        children_prior_logits=tree.children_prior_logits[..., part],
+        children_visits=tree.children_visits[..., part],
+        children_rewards=tree.children_rewards[..., part],
+        children_discounts=tree.children_discounts[..., part],
+        children_values=tree.children_values[..., part],
+        root_invalid_actions=tree.root_invalid_actions[..., part],
+    )
+
+
+def _chance_selection(
+    select_move: mctx.InteriorActionSelectionFn, num_actions: int
+) -> mctx.InteriorActionSelectionFn:
+    """Selection in the tree with chance nodes: `select_move` over the moves at a decision
+    node; at a chance node the outcome furthest behind its share of the visits (the largest
+    probability / (visits + 1)), so outcomes are visited in proportion to their probabilities.
+    The tree is one game's (mctx vmaps selection)."""
+    moves, outcomes = slice(None, num_actions), slice(num_actions, None)
+
+    def select(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
+        move = select_move(key, _children(tree, moves), node, depth)
+        chances = _children(tree, outcomes)
+        probs = jax.nn.softmax(chances.children_prior_logits[node])
+        outcome = jnp.argmax(probs / (chances.children_visits[node] + 1)).astype(jnp.int32)
+        return jnp.where(tree.embeddings.decision[node], move, outcome + num_actions)
+
+    return select
+
+
+def _chance_tree(
+    params: Params,
+    key: Array,
+    root: mctx.RootFnOutput,
+    decision_fn: DecisionFn,
+    chance_fn: ChanceFn,
+    num_simulations: int,
+    invalid_actions: Array,
+    select_root: mctx.RootActionSelectionFn,
+    select_move: mctx.InteriorActionSelectionFn,
+    extra_data: Any = None,
+) -> mctx.Tree:
+    """`mctx.search` over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs
+    it, with any selection of moves: `select_root` at the root, `select_move` at the other
+    decision nodes. Returns the tree with its children cut to the moves (children [B, N, A])."""
+    num_actions = root.prior_logits.shape[-1]
+    batch = root.prior_logits.shape[0]
+    decided, after = jax.eval_shape(
+        decision_fn, params, key, jnp.zeros(batch, jnp.int32), root.embedding
+    )
+    num_outcomes = decided.chance_logits.shape[-1]
+    tree_root = root.replace(
+        prior_logits=jnp.concatenate(
+            [root.prior_logits, jnp.full((batch, num_outcomes), -jnp.inf)], axis=-1
+        ),
+        embedding=_Node(
+            state=root.embedding,
+            after=jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), after),
+            decision=jnp.ones(batch, jnp.bool_),
+        ),
+    )
+
+    def root_selection(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
+        del depth
+        return select_root(key, tree, node)
+
+    tree = mctx.search(
+        params=params,
+        rng_key=key,
+        root=tree_root,
+        recurrent_fn=_chance_recurrent_fn(decision_fn, chance_fn, num_actions, num_outcomes),
+        root_action_selection_fn=functools.partial(
+            _chance_selection(root_selection, num_actions), depth=0
+        ),
+        interior_action_selection_fn=_chance_selection(select_move, num_actions),
+        num_simulations=num_simulations,
+        invalid_actions=invalid_actions,
+        extra_data=extra_data,
+    )
+    return _children(tree, slice(None, num_actions))
+
+
 def _gumbel_chance_policy(
     params: Params,
     key: Array,
     root: mctx.RootFnOutput,
-    decision_fn: mctx.DecisionRecurrentFn,
-    chance_fn: mctx.ChanceRecurrentFn,
+    decision_fn: DecisionFn,
+    chance_fn: ChanceFn,
     num_simulations: int,
     invalid_actions: Array,
     max_num_considered_actions: int,
     gumbel_scale: Array,
 ) -> mctx.PolicyOutput:
-    """Gumbel MuZero's search over mctx's Stochastic MuZero tree: `mctx.gumbel_muzero_policy`
-    with `mctx.stochastic_muzero_policy`'s chance nodes (the rolls visited in proportion to
-    their probabilities). The root runs sequential halving over Gumbel-sampled moves, interior
-    decision nodes Gumbel's deterministic selection; the move and the policy target (softmax of
-    prior logits + completed Q) are Gumbel MuZero's. PUCT with few simulations visits a move or
-    two of a dice position's many; sequential halving visits the sampled ones in turn."""
-    # mctx's Stochastic MuZero tree comes with PUCT's selection only; this search assembles the
-    # tree's pieces that mctx keeps private.
-    from mctx._src import base, policies, seq_halving  # private: a change breaks this alone
-
-    num_actions = root.prior_logits.shape[-1]
+    """Gumbel MuZero's search over the tree with chance nodes (`_chance_tree`):
+    `mctx.gumbel_muzero_policy` with `mctx.stochastic_muzero_policy`'s chance nodes. The root
+    runs sequential halving over Gumbel-sampled moves, interior decision nodes Gumbel's
+    deterministic selection; the move and the policy target (softmax of prior logits +
+    completed Q) are Gumbel MuZero's. PUCT with few simulations visits a move or two of a dice
+    position's many; sequential halving visits the sampled ones in turn."""
     gumbel_key, search_key = jax.random.split(key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape)
-    batch = root.prior_logits.shape[0]
-    dummy = jax.eval_shape(
-        decision_fn, params, search_key, jnp.zeros(batch, jnp.int32), root.embedding
-    )
-    afterstate = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), dummy[1])
-    num_outcomes = dummy[0].chance_logits.shape[-1]
-    tree_root = root.replace(
-        prior_logits=jnp.concatenate(
-            [root.prior_logits, jnp.full((batch, num_outcomes), -jnp.inf)], axis=-1
-        ),
-        embedding=base.StochasticRecurrentState(
-            state_embedding=root.embedding,
-            afterstate_embedding=afterstate,
-            is_decision_node=jnp.ones(batch, jnp.bool_),
-        ),
-    )
     qtransform = mctx.qtransform_completed_by_mix_value
-
-    def root_decision(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
-        del depth
-        return mctx.gumbel_muzero_root_action_selection(
-            key,
-            tree,
-            node,
+    tree = _chance_tree(
+        params,
+        search_key,
+        root,
+        decision_fn,
+        chance_fn,
+        num_simulations,
+        invalid_actions,
+        select_root=functools.partial(
+            mctx.gumbel_muzero_root_action_selection,
             num_simulations=num_simulations,
             max_num_considered_actions=max_num_considered_actions,
             qtransform=qtransform,
-        )
-
-    interior_decision = functools.partial(
-        mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
-    )
-    select_root = policies._make_stochastic_action_selection_fn(root_decision, num_actions)
-    tree = mctx.search(
-        params=params,
-        rng_key=search_key,
-        root=tree_root,
-        recurrent_fn=policies._make_stochastic_recurrent_fn(
-            decision_fn, chance_fn, num_actions, num_outcomes
         ),
-        root_action_selection_fn=functools.partial(select_root, depth=0),
-        interior_action_selection_fn=policies._make_stochastic_action_selection_fn(
-            interior_decision, num_actions
+        select_move=functools.partial(
+            mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
         ),
-        num_simulations=num_simulations,
-        invalid_actions=invalid_actions,
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
     )
-    tree = policies._mask_tree(tree, num_actions, "decision")
     visits = tree.summary().visit_counts
     completed = jax.vmap(qtransform, in_axes=(0, None))(tree, tree.ROOT_INDEX)
-    considered = jnp.max(visits, axis=-1, keepdims=True)
-    score = seq_halving.score_considered(considered, gumbel, root.prior_logits, completed, visits)
-    logits = jnp.where(invalid_actions, -jnp.inf, root.prior_logits + completed)
+    # sequential halving's final pick: the best Gumbel + logit + completed Q among the most
+    # visited moves (mctx's `score_considered`, kept private there)
+    considered = visits == jnp.max(visits, axis=-1, keepdims=True)
+    logits = root.prior_logits - jnp.max(root.prior_logits, axis=-1, keepdims=True)
+    score = jnp.maximum(-1e9, gumbel + logits + completed) + jnp.where(considered, 0, -jnp.inf)
     return mctx.PolicyOutput(
         action=jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1),
-        action_weights=jax.nn.softmax(logits),
+        action_weights=jax.nn.softmax(
+            jnp.where(invalid_actions, -jnp.inf, root.prior_logits + completed)
+        ),
         search_tree=tree,
     )

@@ -9,6 +9,7 @@ import pathlib
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 import pytest
 from helpers import load_script, uniform_evaluator
@@ -21,6 +22,10 @@ from azjax.config import ConfigError, load_config
 from azjax.search import (
     CHANCE_VALUES,
     SearchConfig,
+    _chance_fn,
+    _chance_tree,
+    _decision_fn,
+    _evaluate,
     run_search,
     search_evaluations,
     search_tree,
@@ -373,6 +378,71 @@ def test_gumbel_chance_search_tries_every_sampled_move():
         visited[algorithm] = (np.asarray(tree.summary().visit_counts) > 0).sum(-1)
     np.testing.assert_array_equal(visited["gumbel"], np.minimum(legal, 16))
     assert (visited["puct"] < visited["gumbel"]).mean() > 0.5, visited
+
+
+def test_chance_tree_grows_mctx_stochastic_muzero_tree():
+    """`_chance_tree`, the tree with chance nodes that Gumbel's search grows (built from mctx's
+    public pieces), given PUCT's selection grows the same tree as mctx's own
+    `stochastic_muzero_policy` over backgammon positions: the same nodes, visits, values,
+    rewards and discounts, the outcomes visited in the same order."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game)
+    evaluate = _linear_evaluator(game)
+    decide, roll = _decision_fn(game, evaluate, "expected"), _chance_fn(game, evaluate)
+    key, sims = jax.random.key(0), 16
+
+    @jax.jit
+    def both(states):
+        logits, value = _evaluate(evaluate, None, states, key)
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
+        invalid = ~states.legal_action_mask
+        theirs = mctx.stochastic_muzero_policy(
+            None, key, root, decide, roll, sims, invalid_actions=invalid, dirichlet_fraction=0.0
+        ).search_tree
+        # what stochastic_muzero_policy does before its search: the prior through its
+        # (noise-free) Dirichlet mix and its masking, the search's key the third of three
+        prior = jnp.log(jnp.maximum(jax.nn.softmax(logits), jnp.finfo(jnp.float32).tiny))
+        prior = jnp.where(invalid, jnp.finfo(jnp.float32).min, prior - prior.max(-1, keepdims=True))
+        select = functools.partial(
+            mctx.muzero_action_selection,
+            pb_c_init=1.25,
+            pb_c_base=19652.0,
+            qtransform=mctx.qtransform_by_parent_and_siblings,
+        )
+        ours = _chance_tree(
+            None,
+            jax.random.split(key, 3)[2],
+            root.replace(prior_logits=prior),
+            decide,
+            roll,
+            sims,
+            invalid,
+            select_root=functools.partial(select, depth=0),
+            select_move=select,
+        )
+        return theirs, ours
+
+    theirs, ours = both(states)
+    assert ours.children_visits.shape == (16, sims + 1, game.num_actions)
+    chance_nodes = np.asarray(ours.action_from_parent) >= game.num_actions
+    assert chance_nodes.any() and (~chance_nodes).any()
+    for field in (
+        "node_visits",
+        "raw_values",
+        "node_values",
+        "parents",
+        "action_from_parent",
+        "children_index",
+        "children_prior_logits",
+        "children_visits",
+        "children_rewards",
+        "children_discounts",
+        "children_values",
+        "root_invalid_actions",
+    ):
+        np.testing.assert_allclose(
+            getattr(ours, field), getattr(theirs, field), rtol=1e-6, err_msg=field
+        )
 
 
 def test_selfplay_moves_do_not_depend_on_the_dice_to_come():
