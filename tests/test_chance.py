@@ -389,7 +389,7 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
     states = _positions(game)
     evaluate = _linear_evaluator(game)
     decide, roll = _decision_fn(game, evaluate, "expected"), _chance_fn(game, evaluate)
-    key, sims = jax.random.key(0), 16
+    key, sims = jax.random.key(0), 64
 
     @jax.jit
     def both(states):
@@ -424,8 +424,12 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
 
     theirs, ours = both(states)
     assert ours.children_visits.shape == (16, sims + 1, game.num_actions)
-    chance_nodes = np.asarray(ours.action_from_parent) >= game.num_actions
-    assert chance_nodes.any() and (~chance_nodes).any()
+    # chance nodes (reached by a move) searched often enough for the order of their outcomes
+    # to show, and decision nodes reached by a roll
+    edge = np.asarray(ours.action_from_parent)
+    visits = np.asarray(ours.node_visits)
+    assert (visits[(edge >= 0) & (edge < game.num_actions)] >= 8).sum() >= 10
+    assert (edge >= game.num_actions).any()
     for field in (
         "node_visits",
         "raw_values",
