@@ -367,7 +367,7 @@ def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_va
 
 def test_gumbel_chance_search_tries_every_sampled_move():
     """Gumbel's search with chance nodes visits min(legal moves, considered) moves at the root
-    (sequential halving's first round), where PUCT's, with as many simulations and a flat
+    (sequential halving's first round) and plays one of those it visited most, where PUCT's, with as many simulations and a flat
     prior, follows the first move it tried: the reason the shipped config is Gumbel's."""
     game = games.make("pgx:backgammon")
     states = _positions(game)
@@ -378,6 +378,11 @@ def test_gumbel_chance_search_tries_every_sampled_move():
         visited[algorithm] = (np.asarray(tree.summary().visit_counts) > 0).sum(-1)
     np.testing.assert_array_equal(visited["gumbel"], np.minimum(legal, 16))
     assert (visited["puct"] < visited["gumbel"]).mean() > 0.5, visited
+    # the sampled move is sequential halving's pick: one of the moves it visited most
+    out, tree = _chance_search("gumbel", "expected")(states, jnp.bool_(True))
+    visits = np.asarray(tree.summary().visit_counts)
+    picked = visits[np.arange(len(visits)), np.asarray(out.action)]
+    np.testing.assert_array_equal(picked, visits.max(-1))
 
 
 def test_chance_tree_grows_mctx_stochastic_muzero_tree():
