@@ -251,12 +251,15 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
 
     config = SearchConfig(algorithm=algorithm, num_simulations=200, chance_value=chance_value)
     search = jax.jit(
-        lambda s: run_search(
+        lambda s: search_tree(
             game, uniform_evaluator, None, s, jax.random.key(1), config, explore=False
         )
     )
-    out = search(batch)
+    out, tree = search(batch)
     assert np.asarray(out.action).tolist() == [2, 5]
+    # every simulation through the win backs up the win: the roll's edge carries the reward
+    win = tree.qvalues(jnp.full(2, tree.ROOT_INDEX))[0, 2]
+    np.testing.assert_allclose(win, 1.0, rtol=1e-6)
     # The policy target learns it too (the prior is flat): Gumbel's softmax of prior + completed
     # Q, PUCT's visits.
     assert np.asarray(out.policy).argmax(-1).tolist() == [2, 5]
@@ -367,8 +370,9 @@ def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_va
 
 def test_gumbel_chance_search_tries_every_sampled_move():
     """Gumbel's search with chance nodes visits min(legal moves, considered) moves at the root
-    (sequential halving's first round) and plays one of those it visited most, where PUCT's, with as many simulations and a flat
-    prior, follows the first move it tried: the reason the shipped config is Gumbel's."""
+    (sequential halving's first round) and plays one of those it visited most, where PUCT's,
+    with as many simulations and a flat prior, follows the first move it tried: the reason the
+    shipped config is Gumbel's."""
     game = games.make("pgx:backgammon")
     states = _positions(game)
     legal = np.asarray(states.legal_action_mask).sum(-1)
