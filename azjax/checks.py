@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import pathlib
 from collections.abc import Callable
 
@@ -91,45 +92,52 @@ seed_arg = argparse_type(check_seed, "seed")
 # ----------------------------------------------------------------------------- game flags
 
 
-def _ranges(game: str) -> str:
-    """Game `game`'s size keywords and their ranges, e.g. "rows 2-12, cols 2-12"."""
-    sizes = games.make(game).sizes
-    return ", ".join(f"{key} {low}-{high}" for key, (low, high) in sizes.items())
-
-
-def _taken(game: str) -> str:
-    """Game `game`'s size keywords and the values its constructor takes, e.g. "rows 2-12,
-    cols 2-12" or "size 6, 8"."""
+@functools.cache
+def size_values(game: str) -> dict[str, tuple[int, ...]]:
+    """Game `game`'s size keywords -> the values its constructor takes, in the ranges of its
+    `sizes` (Othello: size (6, 8), no 7)."""
     game_cls = type(games.make(game))
-    parts = []
+    out = {}
     for key, (low, high) in game_cls.sizes.items():
-        runs: list[list[int]] = []
+        values = []
         for value in range(low, high + 1):
             try:
                 game_cls(**{key: value})
             except ValueError:
                 continue
-            if runs and runs[-1][-1] == value - 1:
-                runs[-1].append(value)
-            else:
-                runs.append([value])
-        spans = [f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs]
-        parts.append(f"{key} {', '.join(spans)}")
-    return ", ".join(parts)
+            values.append(value)
+        out[key] = tuple(values)
+    return out
+
+
+def _spans(values: tuple[int, ...]) -> str:
+    """Values as runs, e.g. "2-12" or "6, 8"."""
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and runs[-1][-1] == value - 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _taken(game: str) -> str:
+    """Game `game`'s size keywords and the values its constructor takes, e.g. "rows 2-12,
+    cols 2-12" or "size 6, 8"."""
+    return ", ".join(f"{key} {_spans(values)}" for key, values in size_values(game).items())
 
 
 def parse_size(text: str | None, game: str) -> dict[str, int]:
     """`--size` text such as "rows=6,cols=9" as keyword arguments of game `game` (a name).
 
-    ValueError names the bad pair and the game's accepted sizes (and an unknown game); the
-    game's constructor refuses what its ranges allow but it does not (Othello: size 6 or 8).
+    ValueError names the bad pair and the game's accepted sizes (and an unknown game).
     """
-    sizes = games.make(game).sizes
+    sizes = size_values(game)
     if text is None:
         return {}
     if not sizes:
         raise ValueError(f"--size: {game} has no sizes, got {text!r}")
-    accepted = f"{game} sizes: {_ranges(game)}"
+    accepted = f"{game} sizes: {_taken(game)}"
     out: dict[str, int] = {}
     for part in text.split(","):
         key, sep, value = (s.strip() for s in part.partition("="))
@@ -141,15 +149,12 @@ def parse_size(text: str | None, game: str) -> dict[str, int]:
             raise ValueError(f"--size: {game} has no size {key!r} ({accepted})")
         if key in out:
             raise ValueError(f"--size: {key} is given twice")
-        low, high = sizes[key]
         try:
             number = int(value)
         except ValueError:
             number = None
-        if number is None or not low <= number <= high:
-            raise ValueError(
-                f"--size {key}={value}: {game} {key} must be an integer from {low} to {high}"
-            )
+        if number not in sizes[key]:
+            raise ValueError(f"--size {key}={value}: {game} {key} takes {_spans(sizes[key])}")
         out[key] = number
     return out
 

@@ -219,8 +219,8 @@ def test_command_line_game_and_saved_record(tmp_path):
     ("args", "message"),
     [
         (["--game", "tictactoe", "--opponent", "nonsense"], "nonsense"),
-        (["--game", "othello", "--size", "size=7", "--opponent", "random"], "size must be 6 or 8"),
-        (["--game", "othello", "--size", "rows=6", "--opponent", "random"], "size 6-8"),
+        (["--game", "othello", "--size", "size=7", "--opponent", "random"], "size takes 6, 8"),
+        (["--game", "othello", "--size", "rows=6", "--opponent", "random"], "size 6, 8"),
         (["--game", "chess", "--opponent", "random"], "unknown game 'chess'"),
         (  # before the game, not after it
             ["--game", "tictactoe", "--opponent", "random", "--save", "/no/such/folder/g.json"],

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import functools
 import inspect
 import json
 import pathlib
@@ -46,7 +45,7 @@ from starlette.staticfiles import StaticFiles
 import games
 from azjax import agents, checkpoint, zoo
 from azjax.card import headline
-from azjax.checks import check_seed
+from azjax.checks import check_seed, size_values
 from azjax.config import config_to_dict
 from azjax.model import load as load_model
 from azjax.session import Advice, Session, default_opponent
@@ -58,23 +57,11 @@ MAX_DEPTH = 4  # levels of nested lists and objects; this API's requests use two
 BASELINES = ("random", "greedy", "alphabeta:2", "alphabeta:4", "mcts:100", "mcts:400")
 
 
-@functools.cache
 def sizes(name: str) -> dict[str, tuple[int, tuple[int, ...]]]:
     """The size keywords of game `name`: keyword -> (default, accepted values), from the game's
-    `sizes` and its constructor's defaults; values its constructor refuses are left out."""
-    game_cls = type(games.make(name))
-    parameters = inspect.signature(game_cls).parameters
-    out = {}
-    for key, (low, high) in game_cls.sizes.items():
-        values = []
-        for value in range(low, high + 1):
-            try:
-                game_cls(**{key: value})
-            except ValueError:
-                continue
-            values.append(value)
-        out[key] = (parameters[key].default, tuple(values))
-    return out
+    constructor's defaults and `checks.size_values`."""
+    parameters = inspect.signature(type(games.make(name))).parameters
+    return {key: (parameters[key].default, values) for key, values in size_values(name).items()}
 
 
 def default_kwargs(name: str) -> dict[str, int]:
