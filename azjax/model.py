@@ -84,9 +84,15 @@ def _label(model: Model) -> str:
     return f"model {model.name}"
 
 
+def _game(game: Game) -> str:
+    """How errors name a game: its name and sizes, e.g. "othello size=6" or "connect4"."""
+    sizes = ",".join(f"{key}={getattr(game, key)}" for key in game.sizes if hasattr(game, key))
+    return f"{game.name} {sizes}" if sizes else game.name
+
+
 def _net(config: Config) -> str:
     n = config.network
-    return f"a {n.blocks}x{n.channels} {n.norm}-norm net of {config.game.name} {config.game.kwargs}"
+    return f"a {n.blocks}x{n.channels} {n.norm}-norm net of {_game(config.game.make())}"
 
 
 def check(model: Model, game: Game | None = None, config: Config | None = None) -> None:
@@ -106,10 +112,9 @@ def check(model: Model, game: Game | None = None, config: Config | None = None) 
                 "(the same game and network shape)"
             )
     if game is not None and model.game is not game:
-        trained = model.config.game
         raise ValueError(
-            f"{_label(model)} was trained on {trained.name} {trained.kwargs}, "
-            f"not on the {game.name} game asked for"
+            f"{_label(model)} was trained on {_game(model.game)}, not on the {_game(game)} "
+            "game asked for"
         )
 
 

@@ -303,7 +303,8 @@ BAD_SIZES = [
     (
         "othello",
         "size",
-        "--size: expected KEY=VALUE pairs like rows=6,cols=9, got 'size' (othello sizes: size 6, 8)",
+        "--size: expected KEY=VALUE pairs like rows=6,cols=9, got 'size'"
+        " (othello sizes: size 6, 8)",
     ),
     ("othello", "size=7", "--size size=7: othello size takes 6, 8"),
     ("tictactoe", "rows=3", "--size: tictactoe has no sizes, got 'rows=3'"),
@@ -336,7 +337,8 @@ def test_sizes_at_their_bounds_are_taken():
     assert parse_size("rows=2, cols=12", "chain_reaction") == {"rows": 2, "cols": 12}
     assert parse_size("rows=1,cols=10", "dots_and_boxes") == {"rows": 1, "cols": 10}
     for beside in ("rows=1", "cols=13"):
-        with pytest.raises(ValueError, match="chain_reaction rows takes 2-12|cols takes 2-12"):
+        key = beside.split("=")[0]
+        with pytest.raises(ValueError, match=f"chain_reaction {key} takes 2-12"):
             parse_size(beside, "chain_reaction")
 
 

@@ -80,12 +80,19 @@ def test_the_one_check_refuses_another_game_or_shape(sources):
     labels = {"run": "checkpoint .*@2", "step": "checkpoint .*@1", "file": "model .*m.azjax"}
     labels["zoo"] = "zoo model ttt"
     for kind, text in sources.items():
-        with pytest.raises(ValueError, match=f"{labels[kind]} was trained on tictactoe .*connect4"):
+        with pytest.raises(
+            ValueError, match=f"{labels[kind]} was trained on tictactoe, not on the connect4 game"
+        ):
             model.load(text, C4)
+    # a game of another size is named with its sizes, as --size takes them
+    with pytest.raises(
+        ValueError, match=r"othello was trained on othello size=8, not on the othello size=6 game"
+    ):
+        model.load("zoo:othello", games.make("othello", size=6))
     wider = Config(game=GameConfig("tictactoe"), network=NetworkConfig(blocks=1, channels=4))
     other = Config(game=GameConfig("connect4"), network=NetworkConfig(blocks=0, channels=4))
     for config, words in ((wider, "expected a 1x4"), (other, "expected a 0x4 .* of connect4")):
-        with pytest.raises(ValueError, match=f"is a 0x4 .*-norm net of tictactoe .*; {words}"):
+        with pytest.raises(ValueError, match=f"is a 0x4 .*-norm net of tictactoe; {words}"):
             model.load(sources["file"], config=config)
     same = Config(game=GameConfig("tictactoe"), network=NetworkConfig(blocks=0, channels=4))
     assert model.load(sources["zoo"], config=same).game is TTT

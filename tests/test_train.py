@@ -185,7 +185,7 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp
         with pytest.raises(ConfigError, match=f"train.init_from=.*{words}"):
             starting_point(config)
     config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
-    with pytest.raises(ConfigError, match=r"net of tictactoe .*net of connect4"):
+    with pytest.raises(ConfigError, match=r"net of tictactoe; expected a .* net of connect4 "):
         starting_point(config)
     # Resumed with another model (as if stopped after iteration 1): the run goes on from its
     # checkpoint and keeps, in its config.yaml and checkpoints, the model it started from,

@@ -105,7 +105,9 @@ def test_zoo_specs_parse_make_and_refuse():
     assert policy.name == "policy-zoo:tictactoe"
     state = TTT.init(jax.random.key(0))
     assert bool(state.legal_action_mask[policy(state, jax.random.key(1))])
-    with pytest.raises(ValueError, match=r"zoo model c4 was trained on connect4 .* tictactoe game"):
+    with pytest.raises(
+        ValueError, match="zoo model c4 was trained on connect4, not on the tictactoe game"
+    ):
         agents.make("zoo:c4", TTT)
     with pytest.raises(ValueError, match="no zoo model 'nope'"):
         agents.make("policy-zoo:nope", TTT)
