@@ -86,9 +86,9 @@ def test_the_one_check_refuses_another_game_or_shape(sources):
             model.load(text, C4)
     # a game of another size is named with its sizes, as --size takes them
     with pytest.raises(
-        ValueError, match=r"othello was trained on othello size=8, not on the othello size=6 game"
+        ValueError, match=r"othello\.azjax was trained on othello size=8, not on the othello size=6"
     ):
-        model.load("zoo:othello", games.make("othello", size=6))
+        model.load(str(ROOT / "azjax" / "zoo" / "othello.azjax"), games.make("othello", size=6))
     wider = Config(game=GameConfig("tictactoe"), network=NetworkConfig(blocks=1, channels=4))
     other = Config(game=GameConfig("connect4"), network=NetworkConfig(blocks=0, channels=4))
     for config, words in ((wider, "expected a 1x4"), (other, "expected a 0x4 .* of connect4")):
