@@ -362,7 +362,8 @@ def _chance_fn(game: Game, evaluate: Evaluator):
 @struct.dataclass
 class _Node:
     """A node's embedding in the tree with chance nodes: a decision node's State (`state`) or a
-    chance node's Afterstate (`after`); the field a node is not filled with is its parent's."""
+    chance node's Afterstate (`after`). The other field holds what the step of the other kind
+    made of the parent (both steps run for every node) and is never read."""
 
     state: State
     after: Afterstate
