@@ -298,7 +298,10 @@ def test_cli_refuses_bad_input_clearly(capsys):
         (["--game", "tictactoe", "--a", "random"], "--a needs --b"),
         (["--game", "go", "--a", "random", "--b", "random"], "unknown game 'go'"),
         (["--game", "othello", "--size", "size", "--a", "random", "--b", "random"], "KEY=VALUE"),
-        (["--game", "othello", "--size", "size=7", "--a", "random", "--b", "random"], "size takes 6, 8"),
+        (
+            ["--game", "othello", "--size", "size=7", "--a", "random", "--b", "random"],
+            "size takes 6, 8",
+        ),
         (["--a", "random", "--b", "random"], "--game is needed"),
         (["--game", "tictactoe", "--round-robin", "random"], "at least two specs"),
         (["--game", "othello", "--solver", "random"], "Connect4"),
