@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from azjax import health, parallel, throughput
 from azjax.checkpoint import Checkpointer, read_config
-from azjax.config import Config, dump_config
+from azjax.config import Config, config_to_dict, dump_config
 from azjax.metrics import read_metrics
 from azjax.runlog import RunLog, eval_line, postfix, scalars
 from azjax.selfplay import chunk_evaluations
@@ -86,21 +86,41 @@ def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:
     return any(r.get("final") and r.get("iteration") == iteration for r in records)
 
 
-def _first_init_from(config: Config, checkpointer: Checkpointer) -> Config:
-    """`config` with the `train.init_from` its run started from: a resumed run continues from
-    its checkpoint, so another `train.init_from` is ignored, with a warning."""
-    first = read_config(checkpointer.workdir, checkpointer.latest_step()).train.init_from
-    if first == config.train.init_from:
-        return config
-    if jax.process_index() == 0:
-        print(
-            f"warning: train.init_from={config.train.init_from!r} is ignored: the run in "
-            f"{checkpointer.workdir} resumes from its checkpoint, and keeps "
-            f"train.init_from={first!r}",
-            file=sys.stderr,
-            flush=True,
-        )
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=first))
+def _resumed(config: Config, checkpointer: Checkpointer) -> tuple[Config, list[str]]:
+    """`config` for resuming the run in `checkpointer`'s workdir, and the settings it changes
+    since the newest checkpoint ("key old -> new"). The run keeps the `train.init_from` it
+    started from: it continues from its checkpoint, so another one is ignored, with a warning."""
+    saved = read_config(checkpointer.workdir, checkpointer.latest_step())
+    first = saved.train.init_from
+    if first != config.train.init_from:
+        if jax.process_index() == 0:
+            print(
+                f"warning: train.init_from={config.train.init_from!r} is ignored: the run in "
+                f"{checkpointer.workdir} resumes from its checkpoint, and keeps "
+                f"train.init_from={first!r}",
+                file=sys.stderr,
+                flush=True,
+            )
+        train = dataclasses.replace(config.train, init_from=first)
+        config = dataclasses.replace(config, train=train)
+    before, after = _flat(config_to_dict(saved)), _flat(config_to_dict(config))
+    changed = [
+        f"{key} {before.get(key)!r} -> {after.get(key)!r}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    ]
+    return config, changed
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested dict as {dotted key: value}."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _train(
@@ -133,8 +153,9 @@ class _Session:
         self, config: Config, workdir: pathlib.Path, checkpointer: Checkpointer, progress: bool
     ) -> None:
         resuming = checkpointer.latest_step() is not None
+        changed: list[str] = []
         if resuming:
-            config = _first_init_from(config, checkpointer)
+            config, changed = _resumed(config, checkpointer)
         self.config, self.checkpointer = config, checkpointer
         # A resumed run starts from its checkpoint: the model file it started from is not read
         # (a previous piece's model may be gone from a fresh machine). A first start reads it
@@ -152,6 +173,8 @@ class _Session:
             saved = checkpointer.records(self.iteration)
             if jax.process_index() == 0:
                 print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
+                if changed:  # they apply from this iteration on; the checkpoints keep the old
+                    print(f"settings changed since then: {'; '.join(changed)}", flush=True)
         else:
             self.state = self.trainer.init(jax.random.key(config.train.seed), start)
             if carried is not None:  # a model file of a stopped run: continue that run

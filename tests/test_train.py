@@ -189,14 +189,19 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp
         starting_point(config)
     # Resumed with another model (as if stopped after iteration 1): the run goes on from its
     # checkpoint and keeps, in its config.yaml and checkpoints, the model it started from,
-    # without reading it (gone meanwhile, as from a fresh machine).
+    # without reading it (gone meanwhile, as from a fresh machine). A setting changed on the
+    # resume is named.
     stop_after_first_iteration(run)
     capsys.readouterr()
     gone = model.rename(tmp_path / "moved.azjax")
-    resumed = [*TINY, "replay.min_size=500", "train.init_from=zoo:nope"]
+    resumed = [*TINY, "replay.min_size=500", "train.init_from=zoo:nope", "checkpoint.keep=4"]
     train_and_evaluate(load_config(TICTACTOE, resumed), run, progress=False)
     gone.rename(model)
-    assert f"train.init_from='zoo:nope' is ignored: the run in {run}" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert f"train.init_from='zoo:nope' is ignored: the run in {run}" in err
+    kept = read_config(run, 1).checkpoint.keep
+    assert f"resuming from iteration 1 in {run}\n" in out
+    assert f"settings changed since then: checkpoint.keep {kept} -> 4\n" in out
     assert load_config(run / "config.yaml").train.init_from == str(model)
     assert read_config(run, 2).train.init_from == str(model)
 
