@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from tqdm.auto import tqdm
 
-from azjax import health, parallel, throughput
+from azjax import export, health, model, parallel, throughput
 from azjax.checkpoint import Checkpointer, read_config
 from azjax.config import Config, config_to_dict, dump_config
 from azjax.metrics import read_metrics
@@ -103,13 +103,18 @@ def _resumed(config: Config, checkpointer: Checkpointer) -> tuple[Config, list[s
             )
         train = dataclasses.replace(config.train, init_from=first)
         config = dataclasses.replace(config, train=train)
-    before, after = _flat(config_to_dict(saved)), _flat(config_to_dict(config))
-    changed = [
-        f"{key} {before.get(key)!r} -> {after.get(key)!r}"
-        for key in sorted(before.keys() | after.keys())
-        if before.get(key) != after.get(key)
+    return config, _changes(saved, config)
+
+
+def _changes(before: Config, after: Config) -> list[str]:
+    """The settings of a continued run that differ from those it ran with ("key old -> new"),
+    `train.init_from` aside (a continuation names its model there)."""
+    old, new = _flat(config_to_dict(before)), _flat(config_to_dict(after))
+    return [
+        f"{key} {old.get(key)!r} -> {new.get(key)!r}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key) and key != "train.init_from"
     ]
-    return config, changed
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -173,13 +178,13 @@ class _Session:
             saved = checkpointer.records(self.iteration)
             if jax.process_index() == 0:
                 print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
-                if changed:  # they apply from this iteration on; the checkpoints keep the old
-                    print(f"settings changed since then: {'; '.join(changed)}", flush=True)
         else:
             self.state = self.trainer.init(jax.random.key(config.train.seed), start)
             if carried is not None:  # a model file of a stopped run: continue that run
                 self.iteration, self.state = resume(self.trainer, self.state, carried)
                 saved = json.loads(carried["records"])
+                file = model.model_file(config.train.init_from)
+                changed = _changes(export.read_config(file), config)
                 if jax.process_index() == 0:
                     print(
                         f"continuing the run of {config.train.init_from} from iteration "
@@ -187,6 +192,8 @@ class _Session:
                         flush=True,
                     )
         if jax.process_index() == 0:
+            if changed:  # they apply from here on; the earlier checkpoints keep the old ones
+                print(f"settings changed since then: {'; '.join(changed)}", flush=True)
             (workdir / "config.yaml").write_text(dump_config(config))
             warning = throughput.emulation_warning(config.network.dtype)
             if warning:

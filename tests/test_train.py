@@ -237,7 +237,7 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
     export.export_run(tmp_path / "a", piece, 2, continuation=stopped_run(tmp_path / "a", 2, 50))
     assert saving.is_dir()  # an export reads the run and leaves its saves alone
     saving.rmdir()
-    config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}"])
+    config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}", "checkpoint.keep=4"])
     start, carried = starting_point(config)
     trainer = make_trainer(config)
     checkpointer = Checkpointer(tmp_path / "a", 3)
@@ -259,7 +259,10 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
 
     # The run goes on from iteration 3 on the same learning-rate schedule, its records before.
     train_and_evaluate(config, tmp_path / "b", progress=False)
-    assert "continuing the run of" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"continuing the run of {piece} from iteration 2\n" in out
+    kept = load_config(TICTACTOE, overrides).checkpoint.keep  # the setting changed, named
+    assert f"settings changed since then: checkpoint.keep {kept} -> 4\n" in out
     b = records(tmp_path / "b")
     assert [r["iteration"] for r in b] == [1, 2, 3, 4, 5]
     assert b[:2] == a[:2]
