@@ -198,6 +198,17 @@ def config_to_dict(config: Any) -> dict:
     return plain(config)
 
 
+def flat_config(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """A config dict (`config_to_dict`) as {dotted key: value}; an empty mapping adds no key."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            out.update(flat_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 # ----------------------------------------------------------------------------- retired knobs
 
 ANY = object()  # a retired key that changed nothing unless another, retired, switch was on

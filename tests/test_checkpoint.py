@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import pathlib
 import subprocess
@@ -11,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import TINY
+from helpers import ROOT, TINY
 from test_train import TICTACTOE
 
 from azjax import agents
 from azjax.checkpoint import Checkpointer, CheckpointError, list_steps, load_for_inference
-from azjax.config import load_config
+from azjax.config import config_to_dict, load_config
 from azjax.train import train_and_evaluate
 from azjax.trainer import make_trainer
 
@@ -128,8 +129,28 @@ def test_other_game_is_refused(saved):
     config = load_config(
         TICTACTOE, [*TINY, "game.name=connect4", "search.max_num_considered_actions=7"]
     )
-    with pytest.raises(CheckpointError, match=r'game: checkpoint .*"tictactoe".*"connect4"'):
+    with pytest.raises(
+        CheckpointError, match=r'run: game.name: checkpoint "tictactoe", config "connect4"\. Use'
+    ):
         train_and_evaluate(config, workdir, progress=False)
+
+
+def test_a_different_run_is_named_key_by_key():
+    """The refusal names each shape setting that differs, down to a game's size, in the
+    config's order; other settings may change on a resume."""
+    from azjax.checkpoint import _differences
+
+    run = config_to_dict(load_config(ROOT / "configs" / "chain_reaction.yaml"))
+    other = copy.deepcopy(run)
+    other["game"]["kwargs"]["rows"] = 4
+    other["network"]["channels"] *= 2
+    other["search"]["num_simulations"] += 1
+    assert _differences(run, other) == [
+        "game.kwargs.rows: checkpoint 5, config 4",
+        f"network.channels: checkpoint {run['network']['channels']}, "
+        f"config {other['network']['channels']}",
+    ]
+    assert _differences(run, run) == []
 
 
 def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
