@@ -256,7 +256,7 @@ def evaluate(
     progress: Callable[[int], Any] | None = None,
 ) -> dict[str, float]:
     """Net + search (no exploration) against each `eval.opponents` agent, via the arena;
-    `progress(n)` after each match with its `num_games`."""
+    `progress(n)` after each batch of `n` games (`arena.match`'s)."""
     config = trainer.config.eval
     search = trainer.config.playing_search()
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
