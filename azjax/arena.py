@@ -34,6 +34,7 @@ from games.core import Game, random_legal_action
 
 Array = jax.Array
 GATE_THRESHOLD = 0.55
+Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,21 +60,26 @@ class MatchResult:
         return (self.wins + 0.5 * self.draws) / max(self.games, 1)
 
     @property
-    def ci95(self) -> float:
-        """Half-width of the 95% normal-approximation interval of `score`.
+    def interval(self) -> tuple[float, float]:
+        """The 95% interval of `score`, as (low, high) within [0, 1].
 
-        Uses the sample variance of the per-game scores (1, 1/2, 0) over `distinct` games when
-        games repeat (a replayed game is no new evidence); with fewer than two games the
-        interval is the whole range.
+        The normal approximation over the per-game scores (1, 1/2, 0) with Agresti and Coull's
+        pseudo-games added: z²/2 wins and z²/2 losses, so a match whose games all end alike is
+        not taken for certainty. Games that repeat count once (`distinct`: a replayed game is
+        no new evidence), the shares of wins, draws and losses kept.
         """
         n = self.games
+        if n == 0:
+            return 0.0, 1.0
         samples = n if self.distinct is None else min(self.distinct, n)
-        if samples < 2:
-            return 1.0
-        mean = self.score
-        second_moment = (self.wins + 0.25 * self.draws) / n
-        variance = max(second_moment - mean**2, 0.0) * n / (n - 1)
-        return 1.96 * math.sqrt(variance / samples)
+        pseudo = Z95**2 / 2
+        total = samples + 2 * pseudo
+        wins = self.wins * samples / n + pseudo
+        draws = self.draws * samples / n
+        mean = (wins + draws / 2) / total
+        variance = (wins + draws / 4) / total - mean**2
+        half = Z95 * math.sqrt(max(variance, 0.0) / total)
+        return max(0.0, mean - half), min(1.0, mean + half)
 
     @property
     def elo_difference(self) -> float:
@@ -90,16 +96,17 @@ class MatchResult:
             "draws": self.draws,
             "losses": self.losses,
             "score": self.score,
-            "ci95": self.ci95,
+            "ci95": list(self.interval),
             "elo_difference": _finite(self.elo_difference),
             "as_first": dict(zip(("wins", "draws", "losses"), self.first, strict=True)),
             "as_second": dict(zip(("wins", "draws", "losses"), self.second, strict=True)),
         }
 
     def __str__(self) -> str:
+        low, high = self.interval
         return (
             f"{self.name_a} vs {self.name_b}: +{self.wins} ={self.draws} -{self.losses} "
-            f"(score {self.score:.3f} ± {self.ci95:.3f}; as first +{self.first[0]} "
+            f"(score {self.score:.3f} [{low:.3f}, {high:.3f}]; as first +{self.first[0]} "
             f"={self.first[1]} -{self.first[2]}, as second +{self.second[0]} "
             f"={self.second[1]} -{self.second[2]})"
         )

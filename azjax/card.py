@@ -111,10 +111,10 @@ def with_simulations(card: Mapping[str, Any], simulations: int) -> dict[str, Any
 
 def strength_entry(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The card entry for one `azjax-eval --json` result: a match (the model as agent A) or a
-    perfect-play accuracy."""
+    perfect-play accuracy, with the mistake rates in the Pons groups where it has them."""
     if isinstance(result.get("match"), Mapping):
         m = result["match"]
-        keys = ("games", "wins", "draws", "losses", "score", "ci95")
+        keys = ("games", "distinct_games", "wins", "draws", "losses", "score", "ci95")
         opening = m.get("opening_moves", 0)
         key = f"{m['a']} vs {m['b']}" + (f", {opening} random opening plies" if opening else "")
         figures = {"agent": m["a"], "opening_moves": opening, **{k: m[k] for k in keys}}
@@ -128,7 +128,8 @@ def strength_entry(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         a = result["accuracy"]
         keys = ("positions", "best_move", "keeps_result")
         key = f"{result['agent']} on the solver positions"
-        return key, {"agent": result["agent"], **{k: a[k] for k in keys}}
+        pons = {"pons": result["pons"]} if "pons" in result else {}  # Connect4's six groups
+        return key, {"agent": result["agent"], **{k: a[k] for k in keys}, **pons}
     raise ModelError(
         "expected an azjax-eval --json result of a match (--a MODEL --b OPPONENT) or of "
         f"--solver, got one with keys {sorted(result)}"

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from azjax.agents import Agent
+from azjax.arena import Z95
 from azjax.solver import CONNECT4, DATA_DIR, Position, agent_moves, replay
 from games.core import Game
 
@@ -41,7 +42,6 @@ DIFFICULTIES = (("easy", 0, 13), ("medium", 14, 28), ("hard", 29, CELLS))  # mov
 GROUPS = ("end-easy", "middle-easy", "middle-medium", "begin-easy", "begin-medium", "begin-hard")
 PATH = DATA_DIR / str(CONNECT4.groups_file)
 SCRIPT = "scripts/make_connect4_pons.py"
-Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 
 
 def remaining_moves(ply: int, score: int) -> int:

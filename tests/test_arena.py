@@ -224,28 +224,62 @@ def test_repeated_games_are_counted_once_in_the_interval():
     assert r.distinct == 2 and r.to_dict()["distinct_games"] == 2
     same = Agent(_constant(2), name="same")  # the same moves in both colours: two games still
     assert arena.match(HIGHER, same, b, 40, jax.random.key(4)).distinct == 2
-    assert r.ci95 == pytest.approx(1.96 * np.sqrt(0.25 * 40 / 39 / 2))
+    # Two distinct games, a win and a loss 20 times each: the interval of those two games.
+    assert (r.wins, r.losses) == (20, 20) and r.interval == _interval(1, 0, 1)
     # Random agents rarely repeat a game of 4 moves among 8 actions.
     game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
     a = Agent(lambda params, state, key: random_legal_action(key, state.legal_action_mask))
     r = arena.match(game, a, a, 40, jax.random.key(5))
     assert r.distinct >= 36
-    assert r.ci95 == pytest.approx(dataclasses.replace(r, distinct=None).ci95, rel=0.1)
+    assert r.interval == pytest.approx(dataclasses.replace(r, distinct=None).interval, rel=0.1)
+    low, high = dataclasses.replace(r, distinct=10).interval  # fewer games, a wider interval
+    assert low < r.interval[0] and r.interval[1] < high
+
+
+def _interval(wins: int, draws: int, losses: int, distinct: int | None = None):
+    return arena.MatchResult(wins, draws, losses, (0, 0, 0), (0, 0, 0), distinct=distinct).interval
 
 
 def test_confidence_interval():
+    z = 1.959963984540054
+    # Without draws: Agresti and Coull's interval of a proportion, wins of games.
+    for wins, losses in ((30, 70), (149, 51), (3, 0)):
+        n, p = wins + losses + z * z, (wins + z * z / 2) / (wins + losses + z * z)
+        half = z * np.sqrt(p * (1 - p) / n)
+        assert _interval(wins, 0, losses) == pytest.approx((p - half, min(p + half, 1.0)))
+    # Draws count half and spread the scores less than a win and a loss do.
+    low, high = _interval(30, 40, 30)
+    assert low < 0.5 < high and high - low < np.subtract(*_interval(50, 0, 50)[::-1])
+    # A match whose games all end alike is not certainty: 200 wins of 200 lie below the exact
+    # (Clopper-Pearson) lower bound 0.025 ** (1 / 200), and 100 draws leave room both ways.
+    low, high = _interval(200, 0, 0)
+    assert 0.95 < low < 0.025 ** (1 / 200) and high == 1.0
+    low, high = _interval(0, 100, 0)
+    assert 0.45 < low < 0.5 < high < 0.55 and low == pytest.approx(1 - high)
+    # One distinct game is little evidence, and no game none.
+    assert _interval(0, 5, 0, distinct=1) == _interval(0, 1, 0)
+    assert _interval(1, 0, 0)[0] < 0.2 and _interval(0, 0, 0) == (0.0, 1.0)
     r = arena.MatchResult(30, 40, 30, (15, 20, 15), (15, 20, 15))
-    # Per-game scores: 30 ones, 40 halves, 30 zeros; mean 1/2, sample variance 0.15 * 100/99.
-    assert r.ci95 == pytest.approx(1.96 * np.sqrt(0.15 * 100 / 99 / 100))
-    assert arena.MatchResult(5, 0, 0, (3, 0, 0), (2, 0, 0)).ci95 == 0.0
     assert r.to_dict()["as_first"] == {"wins": 15, "draws": 20, "losses": 15}
-    # One distinct game (the rest replays of it) is no spread to measure: the whole range.
-    assert dataclasses.replace(r, distinct=1).ci95 == 1.0
+    assert r.to_dict()["ci95"] == list(r.interval)
     named = dataclasses.replace(r, name_a="zoo:x", name_b="random")
+    low, high = r.interval
     assert str(named) == (
-        f"zoo:x vs random: +30 =40 -30 (score 0.500 ± {r.ci95:.3f}; as first +15 =20 -15, "
-        "as second +15 =20 -15)"
+        f"zoo:x vs random: +30 =40 -30 (score 0.500 [{low:.3f}, {high:.3f}]; as first +15 =20 "
+        "-15, as second +15 =20 -15)"
     )
+
+
+def test_confidence_interval_covers_the_true_score():
+    """Over 1,000 matches drawn from each of a few true win/draw/loss shares, near-certain ones
+    included, the interval holds the true score at least 93% of the time."""
+    rng = np.random.default_rng(0)
+    for shares in ((0.99, 0.0, 0.01), (0.97, 0.03, 0.0), (0.3, 0.4, 0.3), (0.02, 0.96, 0.02)):
+        for n in (20, 200):
+            score = shares[0] + shares[1] / 2
+            counts = rng.multinomial(n, shares, size=1000)
+            held = [low <= score <= high for low, high in (_interval(*c) for c in counts)]
+            assert np.mean(held) >= 0.93, (shares, n, np.mean(held))
 
 
 def test_bad_arguments_are_refused():

@@ -188,7 +188,8 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         "game": "tictactoe",
         "match": {
             **{"a": "zoo:ttt", "b": "alphabeta:9", "games": 40, "wins": 0, "draws": 30},
-            **{"losses": 10, "score": 0.375, "ci95": 0.1, "elo_difference": -88.7},
+            **{"losses": 10, "score": 0.375, "ci95": [0.25, 0.5], "elo_difference": -88.7},
+            "distinct_games": 12,
         },
     }
     solver = {
@@ -196,10 +197,11 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         "agent": "zoo:ttt",
         "accuracy": {"positions": 300, "best_move": 0.9, "keeps_result": 0.95, "by_phase": {}},
     }
+    pons = {"begin-hard": {"positions": 4, "mistakes": 1, "mistake_rate": 0.25, "ci95": [0, 1]}}
     # The same opponent with openings, and the raw policy: entries of their own, not overwritten.
     opened = {"game": "tictactoe", "match": {**match["match"], "opening_moves": 2}}
     policy = {"game": "tictactoe", "match": {**match["match"], "a": "policy-zoo:ttt"}}
-    raw = {**solver, "agent": "policy-zoo:ttt"}
+    raw = {**solver, "agent": "policy-zoo:ttt", "pons": pons}
     files = {"match": match, "opened": opened, "policy": policy, "solver": solver, "raw": raw}
     args = ["--card-only", str(model)]
     for name, data in files.items():
@@ -215,7 +217,8 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
     )
     card = export.read_card(model)
     accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
-    figures = {"games": 40, "wins": 0, "draws": 30, "losses": 10, "score": 0.375, "ci95": 0.1}
+    figures = {"games": 40, "distinct_games": 12, "wins": 0, "draws": 30, "losses": 10}
+    figures |= {"score": 0.375, "ci95": [0.25, 0.5]}
     assert card["strength"] == {
         "zoo:ttt vs alphabeta:9": {"agent": "zoo:ttt", "opening_moves": 0, **figures},
         "zoo:ttt vs alphabeta:9, 2 random opening plies": {
@@ -227,7 +230,10 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
             **figures,
         },
         "zoo:ttt on the solver positions": {"agent": "zoo:ttt", **accuracy},
-        "policy-zoo:ttt on the solver positions": {"agent": "policy-zoo:ttt", **accuracy},
+        "policy-zoo:ttt on the solver positions": {
+            **{"agent": "policy-zoo:ttt", **accuracy},
+            "pons": pons,
+        },
     }
     assert json.loads(card_path(model).read_text()) == card
     export.load_model(model)  # the parameters are untouched
@@ -266,7 +272,8 @@ def test_default_simulations(run, tmp_path, capsys):
     config, _, card = export.load_model(model)
     assert card["search"]["simulations"] == 9
     assert config.eval.num_simulations == 9  # what zoo:ttt plays with
-    figures = {"games": 4, "wins": 4, "draws": 0, "losses": 0, "score": 1.0, "ci95": 0.0}
+    figures = {"games": 4, "distinct_games": 4, "wins": 4, "draws": 0, "losses": 0}
+    figures |= {"score": 1.0, "ci95": [0.4, 1.0]}
     for agent in ("zoo:ttt", "zoo:ttt:64", "policy-zoo:ttt"):
         match = {"a": agent, "b": "random", "opening_moves": 2, **figures}
         export.record_strength(model, {"game": "tictactoe", "match": match})

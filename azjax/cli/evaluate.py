@@ -195,13 +195,16 @@ def _advance(bar) -> Callable[[int], None]:
 
 def _print_results(results) -> None:
     width = max(len(f"{r.name_a} vs {r.name_b}") for r in results)
-    print(f"{'match':{width}}  {'W':>5} {'D':>5} {'L':>5}  {'score':>13}  as first   as second")
+    print(
+        f"{'match':{width}}  {'W':>5} {'D':>5} {'L':>5}  {'score [95% interval]':20}  "
+        "as first   as second"
+    )
     for r in results:
         first, second = "/".join(map(str, r.first)), "/".join(map(str, r.second))
         label = f"{r.name_a} vs {r.name_b}"
         print(
             f"{label:{width}}  {r.wins:5d} {r.draws:5d} {r.losses:5d}  "
-            f"{r.score:.3f} ± {r.ci95:.3f}  {first:9s} {second}"
+            f"{r.score:.3f} [{r.interval[0]:.3f}, {r.interval[1]:.3f}]  {first:9s} {second}"
         )
     for r in results:
         if r.distinct is not None and r.distinct < r.games:
