@@ -20,7 +20,7 @@ from helpers import load_script, write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, export, model, session, zoo
+from azjax import agents, arena, export, model, session, zoo
 from azjax.card import make_card
 from azjax.cli import evaluate, play
 from azjax.config import Config, GameConfig
@@ -75,7 +75,8 @@ def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch):
 
 def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
     """Each shipped model is at most 4 MB and the zoo at most 16 MB (the package stays small);
-    each card names a game azjax plays and carries measured strength."""
+    each card names a game azjax plays and carries measured strength, each match's interval the
+    arena's for its counts."""
     monkeypatch.delenv(zoo.ENV)
     files = sorted(pathlib.Path(zoo.__file__).parent.glob("*.azjax"))
     assert len(files) >= 6
@@ -85,6 +86,11 @@ def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
         card = zoo.card(name)
         assert games.make(card["game"]["name"], **card["game"]["kwargs"]) is not None
         assert card["strength"], f"{name}: no strength figures in its card"
+        for key, f in card["strength"].items():
+            if "ci95" in f:
+                counts = (f["wins"], f["draws"], f["losses"], (0, 0, 0), (0, 0, 0))
+                r = arena.MatchResult(*counts, distinct=f["distinct_games"])
+                assert f["ci95"] == pytest.approx(list(r.interval)), (name, key)
 
 
 def test_zoo_specs_parse_make_and_refuse():
