@@ -139,7 +139,8 @@ def strength_entry(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 def headline(card: Mapping[str, Any]) -> str:
     """The strength figures of a card in one line ("-" when none were recorded): those of the
     model as it plays by default (`zoo:NAME`) and of its raw policy (`policy-zoo:NAME`), with a
-    count of the figures at other settings (other simulations) that the card also holds."""
+    count of the figures at other settings (other simulations) that the card also holds. Of
+    the Pons mistake rates, the group with the most is shown."""
     figures = card.get("strength", {})
     name = card.get("name")
     default = {f"zoo:{name}": "", f"policy-zoo:{name}": "policy "}
@@ -157,7 +158,10 @@ def headline(card: Mapping[str, Any]) -> str:
             parts.append(f"{who}vs {opponent} {f['score']:.1%} of {f['games']}{opening}")
         elif "best_move" in f:
             kept = f", result kept {f['keeps_result']:.1%}" if "keeps_result" in f else ""
-            parts.append(f"{who}solver best move {f['best_move']:.1%}{kept}")
+            groups = f.get("pons", {}).items()  # the Pons group with the most mistakes
+            worst = max(groups, key=lambda kv: kv[1]["mistake_rate"], default=None)
+            pons = f", Pons {worst[0]} {worst[1]['mistake_rate']:.1%} mistakes" if worst else ""
+            parts.append(f"{who}solver best move {f['best_move']:.1%}{kept}{pons}")
     if len(shown) < len(figures):
         parts.append(f"{len(figures) - len(shown)} more in the card")
     return "; ".join(parts) or "-"

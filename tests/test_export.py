@@ -197,7 +197,11 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
         "agent": "zoo:ttt",
         "accuracy": {"positions": 300, "best_move": 0.9, "keeps_result": 0.95, "by_phase": {}},
     }
-    pons = {"begin-hard": {"positions": 4, "mistakes": 1, "mistake_rate": 0.25, "ci95": [0, 1]}}
+    pons = {  # the headline names the group with the most mistakes
+        "end-easy": {"positions": 4, "mistakes": 0, "mistake_rate": 0.0, "ci95": [0, 1]},
+        "begin-hard": {"positions": 4, "mistakes": 1, "mistake_rate": 0.25, "ci95": [0, 1]},
+        "middle-easy": {"positions": 4, "mistakes": 0, "mistake_rate": 0.0, "ci95": [0, 1]},
+    }
     # The same opponent with openings, and the raw policy: entries of their own, not overwritten.
     opened = {"game": "tictactoe", "match": {**match["match"], "opening_moves": 2}}
     policy = {"game": "tictactoe", "match": {**match["match"], "a": "policy-zoo:ttt"}}
@@ -213,7 +217,7 @@ def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
     assert printed.endswith(
         ": vs alphabeta:9 37.5% of 40; vs alphabeta:9 37.5% of 40, 2 opening plies; "
         "solver best move 90.0%, result kept 95.0%; policy vs alphabeta:9 37.5% of 40; "
-        "policy solver best move 90.0%, result kept 95.0%"
+        "policy solver best move 90.0%, result kept 95.0%, Pons begin-hard 25.0% mistakes"
     )
     card = export.read_card(model)
     accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
