@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from flax import struct
 
+import games
 from azjax import agents, arena
 from azjax.agents import Agent, random_legal_action
 from azjax.cli import INTERRUPTED
@@ -234,6 +235,19 @@ def test_repeated_games_are_counted_once_in_the_interval():
     assert r.interval == pytest.approx(dataclasses.replace(r, distinct=None).interval, rel=0.1)
     low, high = dataclasses.replace(r, distinct=10).interval  # fewer games, a wider interval
     assert low < r.interval[0] and r.interval[1] < high
+
+
+def test_distinct_games_do_not_depend_on_the_batches():
+    # Tic-Tac-Toe's first free cell against itself after one random ply: 9 openings, 2 colours,
+    # games of several lengths. A batch plays until its longest game ends; a replayed game is
+    # the same game whichever batch (and batch length) it falls in.
+    first_free = Agent(lambda params, state, key: jnp.argmax(state.legal_action_mask), name="f")
+    game, key = games.make("tictactoe"), jax.random.key(6)
+    whole = arena.match(game, first_free, first_free, 36, key, opening_moves=1)
+    assert 2 < whole.distinct <= 18
+    for batch in (2, 4, 6):
+        r = arena.match(game, first_free, first_free, 36, key, opening_moves=1, batch_size=batch)
+        assert r.distinct <= 18, (batch, r.distinct)
 
 
 def _interval(wins: int, draws: int, losses: int, distinct: int | None = None):
