@@ -120,6 +120,8 @@ def test_unbounded_and_unlinked_ratings_are_refused():
     sweep = [elo.Record("x", "random", 10, 0, 0)]
     with pytest.raises(ValueError, match="infinite"):
         elo.fit(sweep)
+    with pytest.raises(ValueError, match="infinite"):  # swept by the anchor: as unbounded
+        elo.fit([elo.Record("random", "x", 10, 0, 0)])
     finite = elo.fit(sweep, prior_draws=1.0)  # 10.5 of 11 points
     assert finite.ratings["x"] == pytest.approx(elo_from_score(10.5 / 11), abs=1e-6)
     with pytest.raises(ValueError, match="no chain of games links"):
