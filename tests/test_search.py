@@ -382,6 +382,8 @@ def test_root_dirichlet_noise_falls_on_legal_moves():
     legal = np.asarray(states.legal_action_mask)
     np.testing.assert_allclose(prior.sum(-1), 1.0, rtol=1e-5)
     assert (prior[~legal] == 0).all() and (prior.max(-1) >= 0.75 / 7 + 0.05).all()
+    # The net keeps 0.75 of the prior: the moves the noise missed have 0.75 x 1/7, no more.
+    np.testing.assert_allclose(prior[legal].reshape(32, 7).min(-1), 0.75 / 7, atol=0.005)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -411,5 +413,9 @@ def test_sample_cutoff_keeps_sampled_moves_near_the_best_q(algorithm):
     np.testing.assert_array_equal(cut[~far], sampled[~far])
     assert ((cut_gaps <= 0.05) | (cut == greedy)).all()
     np.testing.assert_array_equal(run(2.0, np.ones(16, bool))[0], sampled)  # the whole range
+    best = gaps == 0  # a cutoff of 0 keeps the sampled moves of the best Q
+    apart = (best & (sampled != greedy)).any()  # Gumbel's greedy move is its best Q here
+    assert apart or algorithm == "gumbel", "no best sampled move apart from the greedy one"
+    np.testing.assert_array_equal(run(0.0, np.ones(16, bool))[0][best], sampled[best])
     with pytest.raises(ValueError, match="sample_cutoff"):
         SearchConfig(sample_cutoff=-0.1)
