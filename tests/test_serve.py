@@ -547,7 +547,7 @@ def test_zoo_opponents_have_a_short_label_and_their_whole_record(client):
         assert model["label"] and len(model["label"]) <= 30, model
     connect4 = next(m for m in zoo if m["name"] == "connect4")
     assert connect4["label"] == "solver best move 88%"  # the first figure on its card
-    assert connect4["strength"].startswith("solver best move 88.0%, result kept 98.3%; vs ")
+    assert connect4["strength"].startswith("solver best move 88.3%, result kept 98.3%, Pons ")
 
 
 def test_a_models_label_is_a_figure_of_the_model_as_it_plays_by_default():

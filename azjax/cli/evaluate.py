@@ -216,7 +216,7 @@ def _print_results(results) -> None:
 
 
 def _print_ratings(ratings) -> None:
-    print(f"\nElo (maximum likelihood, {ratings.anchor} = 0):")
+    print(f"\nElo (maximum likelihood, {ratings.anchor} = 0; ± one standard error):")
     for name, rating, err in ratings.table():
         print(f"  {name:40s} {rating:8.1f} ± {err:.1f}")
 
