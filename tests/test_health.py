@@ -64,6 +64,9 @@ def test_monitor_judges_full_windows_of_trained_iterations_only():
     assert monitor.update(_healthy(value_std=0.0, loss=2.0)) == []  # two: under the window
     problems = monitor.update(_healthy(value_std=0.0, loss=1.0))
     assert problems == ["value output is constant (std 0.0e+00 over a batch)"]
+    for _ in range(3):  # the last window alone is judged: its head alive, its loss frozen
+        problems = monitor.update(_healthy(loss=0.5))
+    assert problems == ["the loss stopped moving (at 0.5000)"]
 
     slow = health.Monitor(window=3)
     for loss in (2.0, 1.9995, 1.999):
