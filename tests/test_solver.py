@@ -48,6 +48,8 @@ def test_score_moves_on_hand_labelled_positions():
     assert not win.keeps_result(-4) and not win.keeps_result(7)  # no such column
     assert acc.by_phase == {"opening": (2, 0.5, 0.5), "late": (1, 0.0, 0.0)}
     assert acc.by_result == {"won": (1, 0.0, 0.0), "drawn": (1, 1.0, 1.0), "lost": (1, 0.0, 0.0)}
+    backwards = solver.score_moves([lost, draw, win], [1, 0, 3])  # results from won to lost
+    assert list(backwards.by_result) == ["won", "drawn", "lost"]
     # Keeping the result, blind to the scores: the win's only winning move is best (1), the
     # draw's 5 drawing moves are all best (1), and 3 of the lost position's 6 moves are (1/2).
     assert win.result_blind == 1.0 and draw.result_blind == 1.0 and lost.result_blind == 0.5
@@ -285,8 +287,17 @@ def test_a_missing_position_file_names_the_script_that_makes_it(tmp_path, capsys
     assert err.count("\n") == 1 and "scripts/make_connect4_positions.py" in err, err
 
 
-def test_a_move_into_a_full_column_is_named_as_illegal(tmp_path):
-    full = {"moves": "0000000", "scores": SCORES}  # the seventh stone in column 0
+@pytest.mark.parametrize(
+    ("moves", "message"),
+    [
+        ("0000000", "move 0 at ply 6 is illegal"),  # the seventh stone in column 0
+        ("00000000", "move 0 at ply 6 is illegal"),  # the first illegal move is named
+        ("01010101", "move 1 at ply 7 is illegal"),  # a move after the first player won
+        ("0101010", "positions finished or not labelled"),  # the won position itself
+    ],
+)
+def test_a_move_the_game_does_not_allow_is_named(tmp_path, moves, message):
+    full = {"moves": moves, "scores": SCORES}
     (tmp_path / "full.json").write_text(f'{{"positions": [{json.dumps(full)}]}}')
-    with pytest.raises(ValueError, match=r"full\.json: position 0: move 0 at ply 6 is illegal"):
+    with pytest.raises(ValueError, match=rf"full\.json: (position 0: )?{message}"):
         solver.CONNECT4.load(str(tmp_path / "full.json"))
