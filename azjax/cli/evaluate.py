@@ -406,11 +406,12 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> Non
     fig, ax = plt.subplots(figsize=(8, 4.5))
     elo = [ratings.ratings[n.name] for n in nets]
     err = [ratings.stderr[n.name] for n in nets]
-    ax.errorbar(steps, elo, yerr=err, marker="o", capsize=3, label="checkpoints")
+    label = "checkpoints (± one standard error)"
+    ax.errorbar(steps, elo, yerr=err, marker="o", capsize=3, label=label)
     for i, name in enumerate(baselines):  # in the legend: close ratings would hide labels
         ax.axhline(ratings.ratings[name], color=f"C{(i + 1) % 10}", ls="--", lw=1, label=name)
     ax.set_xlabel("training iteration")
-    ax.set_ylabel("Elo (random = 0)")
+    ax.set_ylabel(f"Elo ({ratings.anchor} = 0)")
     ax.set_title(f"{title}: Elo over training")
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
