@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 
-from azjax.config import Config, ConfigError, config_from_dict, config_to_dict, flat_config
+from azjax.config import Config, ConfigError, config_from_dict, config_to_dict, differences
 from azjax.network import init_params, make_network
 
 CHECKPOINT_DIR = "checkpoints"
@@ -231,12 +231,10 @@ _SHAPE_KEYS = (
 def _differences(saved: dict, wanted: dict) -> list[str]:
     """The shape settings (`_SHAPE_KEYS` and the keys under them) on which two config dicts
     differ, e.g. "game.kwargs.rows: checkpoint 5, config 4"."""
-    old, new = flat_config(saved), flat_config(wanted)
     return [
-        f"{key}: checkpoint {json.dumps(old.get(key))}, config {json.dumps(new.get(key))}"
-        for key in dict.fromkeys([*old, *new])  # in the config's order
+        f"{key}: checkpoint {json.dumps(old)}, config {json.dumps(new)}"
+        for key, old, new in differences(saved, wanted)
         if any(key == k or key.startswith(f"{k}.") for k in _SHAPE_KEYS)
-        and old.get(key) != new.get(key)
     ]
 
 

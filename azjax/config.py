@@ -198,15 +198,23 @@ def config_to_dict(config: Any) -> dict:
     return plain(config)
 
 
-def flat_config(tree: Mapping, prefix: str = "") -> dict[str, Any]:
-    """A config dict (`config_to_dict`) as {dotted key: value}; an empty mapping adds no key."""
+def _flat(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """A config dict as {dotted key: value}; an empty mapping adds no key."""
     out = {}
     for key, value in tree.items():
         if isinstance(value, Mapping):
-            out.update(flat_config(value, f"{prefix}{key}."))
+            out.update(_flat(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def differences(before: Mapping, after: Mapping) -> list[tuple[str, Any, Any]]:
+    """(dotted key, before's value, after's) for each setting on which two config dicts
+    (`config_to_dict`) differ, in the config's order; a key one of them lacks has None there."""
+    old, new = _flat(before), _flat(after)
+    keys = dict.fromkeys([*old, *new])
+    return [(key, old.get(key), new.get(key)) for key in keys if old.get(key) != new.get(key)]
 
 
 # ----------------------------------------------------------------------------- retired knobs

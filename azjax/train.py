@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from azjax import export, health, model, parallel, throughput
 from azjax.checkpoint import Checkpointer, read_config
-from azjax.config import Config, config_to_dict, dump_config, flat_config
+from azjax.config import Config, config_to_dict, differences, dump_config
 from azjax.metrics import read_metrics
 from azjax.runlog import RunLog, eval_line, postfix, scalars
 from azjax.selfplay import chunk_evaluations
@@ -109,11 +109,10 @@ def _resumed(config: Config, checkpointer: Checkpointer) -> tuple[Config, list[s
 def _changes(before: Config, after: Config) -> list[str]:
     """The settings of a continued run that differ from those it ran with ("key old -> new"),
     `train.init_from` aside (a continuation names its model there)."""
-    old, new = flat_config(config_to_dict(before)), flat_config(config_to_dict(after))
     return [
-        f"{key} {old.get(key)!r} -> {new.get(key)!r}"
-        for key in dict.fromkeys([*old, *new])  # in the config's order
-        if old.get(key) != new.get(key) and key != "train.init_from"
+        f"{key} {old!r} -> {new!r}"
+        for key, old, new in differences(config_to_dict(before), config_to_dict(after))
+        if key != "train.init_from"
     ]
 
 

@@ -201,10 +201,10 @@ def _print_results(results) -> None:
     )
     for r in results:
         first, second = "/".join(map(str, r.first)), "/".join(map(str, r.second))
-        label = f"{r.name_a} vs {r.name_b}"
+        label, (low, high) = f"{r.name_a} vs {r.name_b}", r.interval
         print(
             f"{label:{width}}  {r.wins:5d} {r.draws:5d} {r.losses:5d}  "
-            f"{r.score:.3f} [{r.interval[0]:.3f}, {r.interval[1]:.3f}]  {first:9s} {second}"
+            f"{r.score:.3f} [{low:.3f}, {high:.3f}]  {first:9s} {second}"
         )
     for r in results:
         if r.distinct is not None and r.distinct < r.games:
