@@ -25,6 +25,7 @@ from azjax.config import (
     apply_overrides,
     config_from_dict,
     config_to_dict,
+    differences,
     load_config,
 )
 from azjax.network import NetworkConfig
@@ -338,3 +339,14 @@ def test_every_numeric_bound_accepts_and_refuses_what_its_message_says(monkeypat
                 assert accepted, f"{section}.{name}={value!r} accepted, but must be {expected}"
         checked += 1
     assert checked >= 35, bounds
+
+
+def test_differences_name_each_setting_by_its_dotted_key_in_the_configs_order():
+    before = {"game": {"name": "othello", "kwargs": {}}, "train": {"seed": 0, "iterations": 4}}
+    after = {"game": {"name": "othello", "kwargs": {"size": 6}}, "train": {"seed": 1}}
+    assert differences(before, after) == [
+        ("train.seed", 0, 1),
+        ("train.iterations", 4, None),  # only before has it
+        ("game.kwargs.size", None, 6),  # only after has it: after before's keys
+    ]
+    assert differences(after, after) == []
