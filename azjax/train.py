@@ -27,15 +27,15 @@ import jax
 import jax.numpy as jnp
 from tqdm.auto import tqdm
 
-from azjax import export, health, model, parallel, throughput
+from azjax import health, parallel, throughput
 from azjax.checkpoint import Checkpointer, read_config
 from azjax.config import Config, config_to_dict, differences, dump_config
 from azjax.metrics import read_metrics
 from azjax.runlog import RunLog, eval_line, postfix, scalars
 from azjax.selfplay import chunk_evaluations
+from azjax.trainer import Start, make_trainer, restore, resume, starting_point
 from azjax.trainer import evaluate as arena_evaluate
 from azjax.trainer import gate as arena_gate
-from azjax.trainer import make_trainer, restore, resume, starting_point
 from azjax.workdir import StopRequest, WorkdirLock
 
 Array = jax.Array
@@ -153,7 +153,7 @@ class _Session:
         # A resumed run starts from its checkpoint: the model file it started from is not read
         # (a previous piece's model may be gone from a fresh machine). A first start reads it
         # before any compiling, so that a bad one stops the run at once.
-        start, carried = (None, None) if resuming else starting_point(config)
+        start = Start(None, None, None) if resuming else starting_point(config)
         self.shown = progress and jax.process_index() == 0  # the progress bars and notes
         if self.shown:  # what the wait before the bar moves is
             cache = jax.config.jax_compilation_cache_dir
@@ -167,12 +167,11 @@ class _Session:
             if jax.process_index() == 0:
                 print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
         else:
-            self.state = self.trainer.init(jax.random.key(config.train.seed), start)
-            if carried is not None:  # a model file of a stopped run: continue that run
-                self.iteration, self.state = resume(self.trainer, self.state, carried)
-                saved = json.loads(carried["records"])
-                file = model.model_file(config.train.init_from)
-                changed = _changes(export.read_config(file), config)
+            self.state = self.trainer.init(jax.random.key(config.train.seed), start.params)
+            if start.continuation is not None:  # a model file of a stopped run: continue it
+                self.iteration, self.state = resume(self.trainer, self.state, start.continuation)
+                saved = json.loads(start.continuation["records"])
+                changed = _changes(start.config, config)
                 if jax.process_index() == 0:
                     print(
                         f"continuing the run of {config.train.init_from} from iteration "

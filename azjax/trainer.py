@@ -20,7 +20,7 @@ import functools
 import json
 import pathlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -95,17 +95,24 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
     return tuple(out)
 
 
-def starting_point(config: Config) -> tuple[Params | None, dict[str, Any] | None]:
-    """The parameters of `train.init_from` (any model source, see azjax.model), float32 numpy
-    arrays for `Trainer.init`, and its model file's continuation for `resume`; (None, None) when
-    it is unset. ConfigError naming the value when the model cannot be read or was trained for
-    another game or network shape. `make_trainer` reads no model: a fresh run calls this first,
-    a resumed one never (its starting model may be gone)."""
+class Start(NamedTuple):
+    """Where a first start begins: `train.init_from`'s model, or random parameters (all None)."""
+
+    params: Params | None  # float32 numpy arrays for `Trainer.init`
+    continuation: dict[str, Any] | None  # its model file's continuation, for `resume`
+    config: Config | None  # the config the model was trained with
+
+
+def starting_point(config: Config) -> Start:
+    """The `Start` of `train.init_from` (any model source, see azjax.model). ConfigError naming
+    the value when the model cannot be read or was trained for another game or network shape.
+    `make_trainer` reads no model: a fresh run calls this first, a resumed one never (its
+    starting model may be gone)."""
     source = config.train.init_from
     if not source:
-        return None, None
+        return Start(None, None, None)
     try:
-        params = model.load(source, config=config).params
+        loaded = model.load(source, config=config)
         file = model.model_file(source)
         continuation = None if file is None else export.read_continuation(file)
     except (ValueError, OSError) as err:
@@ -116,7 +123,8 @@ def starting_point(config: Config) -> tuple[Params | None, dict[str, Any] | None
             f"{continuation['iteration']}: set train.iterations above it (now "
             f"{config.train.iterations})"
         )
-    return jax.tree.map(lambda x: np.asarray(x, np.float32), params), continuation
+    params = jax.tree.map(lambda x: np.asarray(x, np.float32), loaded.params)
+    return Start(params, continuation, loaded.config)
 
 
 def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:

@@ -185,7 +185,7 @@ class Referee:
 def runs(path: str, config: Config, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Train `config` (read from `path`) once per seed (one compilation), each for the budget."""
     referee = Referee(config, args.games, args.solver_set, args.pons)
-    first = starting_point(config)[0]  # `train.init_from`'s parameters (None: random ones)
+    first = starting_point(config).params  # `train.init_from`'s (None: random parameters)
     trainer = make_trainer(config)
     start = time.perf_counter()
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()

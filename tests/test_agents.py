@@ -88,6 +88,49 @@ def test_alphabeta_plays_optimal_tictactoe_moves():
         assert values[int(move)] == max(values.values()), (board, int(move), values)
 
 
+def _ttt_tree_size(board: tuple[int, ...], mover: int) -> int:
+    """Positions below `board` in the full Tic-Tac-Toe tree: the moves a plain negamax plays."""
+    size = 0
+    for cell in range(9):
+        if board[cell]:
+            continue
+        nxt = (*board[:cell], mover, *board[cell + 1 :])
+        size += 1
+        if not any(all(nxt[i] == mover for i in line) for line in TTT_LINES) and not all(nxt):
+            size += _ttt_tree_size(nxt, -mover)
+    return size
+
+
+class _Counted:
+    """`game` counting the steps it plays at run time (a host callback in each)."""
+
+    def __init__(self, game):
+        self._game, self.steps = game, 0
+
+    def __getattr__(self, name):
+        return getattr(self._game, name)
+
+    def step(self, state, action):
+        jax.debug.callback(self._count)
+        return self._game.step(state, action)
+
+    def _count(self):
+        self.steps += 1
+
+
+def test_alphabeta_prunes():
+    """Searched to the end after X takes the centre, alpha-beta plays under a quarter of the
+    moves of the full game tree (a plain negamax plays them all) and finds a drawing move."""
+    game = games.make("tictactoe")
+    state = game.step(game.init(jax.random.key(0)), 4)
+    full = _ttt_tree_size((0, 0, 0, 0, 1, 0, 0, 0, 0), -1)
+    for seed in range(2):
+        counted = _Counted(game)
+        move = jax.jit(agents._alphabeta_fn(counted, 8))(None, state, jax.random.key(seed))
+        assert _ttt_move_values((0, 0, 0, 0, 1, 0, 0, 0, 0), -1)[int(move)] == 0
+        assert 0 < counted.steps < full / 4, (counted.steps, full)
+
+
 def _box_sides(rows, cols):
     h = (rows + 1) * cols
     return [

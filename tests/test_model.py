@@ -290,7 +290,7 @@ def test_train_init_from_takes_every_kind_of_source(sources):
     for kind, text in sources.items():
         overrides = [*tiny, f"train.init_from={text}"]
         config = load_config(ROOT / "configs" / "tictactoe.yaml", overrides)
-        assert _same(trainer.starting_point(config)[0], model.load(text).params), kind
+        assert _same(trainer.starting_point(config).params, model.load(text).params), kind
 
 
 def test_the_trainers_closing_hint_loads_the_run(sources):

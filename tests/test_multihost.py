@@ -240,7 +240,7 @@ assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
 piece = workdir / "piece.azjax"
 export.export_run(workdir / "two", piece, 1, continuation=stopped_run(workdir / "two", 1, 10**6))
 carried = dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=str(piece)))
-start, continuation = starting_point(carried)
+start, continuation, _ = starting_point(carried)
 continuing = make_trainer(carried)
 iteration, went_on = resume(continuing, continuing.init(jax.random.key(9), start), continuation)
 assert iteration == 1 and went_on.buffer.shards == 4

@@ -238,7 +238,7 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
     assert saving.is_dir()  # an export reads the run and leaves its saves alone
     saving.rmdir()
     config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}", "checkpoint.keep=4"])
-    start, carried = starting_point(config)
+    start, carried, _ = starting_point(config)
     trainer = make_trainer(config)
     checkpointer = Checkpointer(tmp_path / "a", 3)
     _, at_two = restore(make_trainer(load_config(TICTACTOE, overrides)), checkpointer, 2)
