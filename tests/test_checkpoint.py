@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import pathlib
 import subprocess
@@ -195,4 +196,20 @@ def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
     (meta / "metadata").write_text("{}")  # JSON, without the iteration and the config
     with pytest.raises(CheckpointError, match="is damaged: cannot read its meta"):
         load_for_inference(str(tmp_path))
+    (meta / "metadata").write_text(json.dumps({"iteration": 1, "config": {"game": {"name": "x"}}}))
+    with pytest.raises(CheckpointError) as error:  # read, but not a config this azjax runs
+        load_for_inference(str(tmp_path))
+    assert str(error.value).startswith(f"checkpoint 1 in {tmp_path} has an unusable config: game.")
     assert pathlib.Path(tmp_path / "checkpoints" / "1").is_dir()
+
+
+def test_a_long_reason_is_cut_to_one_short_line(tmp_path):
+    """Whatever a reader raises, the reason told is at most 80 characters of its first line."""
+    from azjax.checkpoint import _damaged
+
+    error = _damaged(tmp_path, 3, "arrays", OSError("disk said " + "no " * 60 + "\nand more"))
+    why = (
+        str(error).split("; ", 1)[1].removesuffix(". Move it away to use the newest one before it.")
+    )
+    assert why.startswith("OSError: disk said no no") and why.endswith("...)"), why
+    assert len(why) == 81 and "more" not in why  # 80 characters and the closing parenthesis
