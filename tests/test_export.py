@@ -15,7 +15,7 @@ import pytest
 from helpers import write_tiny_run
 
 from azjax import checkpoint, export, onnx_export, zoo
-from azjax.card import card_path, headline
+from azjax.card import card_path, headline, run_figures
 from azjax.cli.export import main
 from azjax.config import Config, GameConfig, config_to_dict
 from azjax.network import NetworkConfig, init_params, make_network
@@ -72,6 +72,16 @@ def test_model_file_round_trip_and_card(run, tmp_path, capsys):
     _, params_1, card_1 = export.load_model(tmp_path / "one.azjax")
     assert card_1["iteration"] == 1 and card_1["positions_seen"] == 100
     jax.tree.map(np.testing.assert_array_equal, params_1, checkpoint.load_for_inference(run, 1)[1])
+
+
+def test_run_figures_are_unknown_before_the_first_logged_iteration(tmp_path):
+    """Positions seen and minutes come from metrics.jsonl up to the step; none known: None."""
+    record = {"iteration": 3, "replay/added": 10, "elapsed_minutes": 1.5}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
+    assert run_figures(tmp_path, 3) == {"positions_seen": 10, "wall_clock_minutes": 1.5}
+    unknown = {"positions_seen": None, "wall_clock_minutes": None}
+    assert run_figures(tmp_path, 2) == unknown
+    assert run_figures(tmp_path / "elsewhere", 3) == unknown  # no metrics.jsonl
 
 
 def test_bfloat16_storage_loads_back_as_float32(run, tmp_path):
