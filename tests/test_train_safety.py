@@ -73,6 +73,9 @@ def test_the_lock_names_its_owner_and_stale_locks_are_taken_over(tmp_path, capsy
         with pytest.raises(WorkdirInUse, match="in use"), WorkdirLock(tmp_path):
             pass  # a second trainer, even in the same process
     assert not (tmp_path / LOCK_FILE).exists()
+    with WorkdirLock(tmp_path):  # its lock replaced meanwhile by another run's: left alone
+        write_lock(tmp_path, 1, host="another-host")
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["host"] == "another-host"
 
     write_lock(tmp_path, dead_pid())
     with WorkdirLock(tmp_path):
