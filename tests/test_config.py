@@ -186,6 +186,12 @@ def test_bad_configs_stop_naming_the_key(override, named):
         load_config(TICTACTOE, [override])
 
 
+def test_the_replay_may_hold_one_batch_and_start_full():
+    """The bounds themselves load: a buffer of one batch, training once it is full."""
+    overrides = ["train.batch_size=64", "replay.capacity=64", "replay.min_size=64"]
+    assert load_config(TICTACTOE, overrides).replay.min_size == 64
+
+
 def test_unreadable_and_malformed_files(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
@@ -197,8 +203,9 @@ def test_unreadable_and_malformed_files(tmp_path):
     bad.write_text("game:\n  name: a: b\n")
     with pytest.raises(ConfigError, match=r"not allowed here at line 2, column 10$"):
         load_config(bad)
-    with pytest.raises(ConfigError, match=r"expected dotted\.key=value"):
-        load_config(TICTACTOE, ["search.num_simulations"])
+    for override in ("search.num_simulations", "=8"):
+        with pytest.raises(ConfigError, match=rf"override '{override}': expected dotted\.key="):
+            load_config(TICTACTOE, [override])
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml: expected a mapping at the top level"):
         load_config(bad)

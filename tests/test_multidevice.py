@@ -16,6 +16,7 @@ from helpers import ROOT
 from jax.sharding import PartitionSpec
 
 from azjax import parallel
+from azjax.config import load_config
 
 
 def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
@@ -38,6 +39,7 @@ def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
 CORES = r"""
 import jax
 from azjax import parallel
+from azjax.config import load_config
 
 assert parallel.use_cpu_cores({"selfplay.batch_size": 6, "train.batch_size": 4}, 3) == 2
 assert len(jax.devices("cpu")) == 2
@@ -50,6 +52,7 @@ print("OK")
 FORCED = r"""
 import jax
 from azjax import parallel
+from azjax.config import load_config
 
 assert parallel.use_cpu_cores({"selfplay.batch_size": 6}, 3) is None
 assert len(jax.devices("cpu")) == 2
@@ -86,6 +89,8 @@ def test_cpu_devices_one_per_core_as_many_as_divide_the_batches():
     assert parallel.cpu_device_count(sizes, 3) == 2  # 3 divides none of them
     assert parallel.cpu_device_count(sizes, 16) == 16
     assert parallel.cpu_device_count({**sizes, "replay.capacity": 100_001}, 16) == 1
+    config = load_config(ROOT / "configs" / "connect4.yaml", ["replay.capacity=100008"])
+    assert parallel.cpu_device_count(config.split_sizes(), 16) == 8  # the buffer's shards too
     with pytest.raises(ValueError, match="CPU devices must be >= 1, got 0"):
         parallel.cpu_device_count(sizes, 0)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
