@@ -145,11 +145,6 @@ def check_divisible(value: int, key: str, mesh: Mesh) -> None:
 
 
 def to_host(tree: Any) -> Any:
-    """Fetch replicated (or fully addressable) arrays to numpy, also on multi-host meshes."""
-
-    def fetch(x: Any) -> Any:
-        if isinstance(x, jax.Array) and not x.is_fully_addressable:
-            return np.asarray(x.addressable_data(0))
-        return np.asarray(x)
-
-    return jax.tree.map(fetch, tree)
+    """Fetch replicated (or fully addressable) arrays to numpy; on a multi-host mesh each
+    process reads its own copy of a replicated array."""
+    return jax.tree.map(np.asarray, tree)

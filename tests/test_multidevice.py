@@ -48,6 +48,17 @@ print("OK")
 """
 
 
+# A process of a cluster keeps JAX's own CPU devices: the processes must agree on theirs.
+CLUSTER = r"""
+import jax
+from azjax import parallel
+
+assert parallel.use_cpu_cores({"selfplay.batch_size": 6}, 3) is None
+assert len(jax.devices("cpu")) == 1
+print("OK")
+"""
+
+
 # A device count forced in XLA_FLAGS (as the tests force theirs) is left as it is.
 FORCED = r"""
 import jax
@@ -94,15 +105,16 @@ def test_cpu_devices_one_per_core_as_many_as_divide_the_batches():
     with pytest.raises(ValueError, match="CPU devices must be >= 1, got 0"):
         parallel.cpu_device_count(sizes, 0)
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    result = subprocess.run(
-        [sys.executable, "-c", CORES],
-        env={**env, "JAX_PLATFORMS": "cpu"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
+    for code, joined in ((CORES, {}), (CLUSTER, {"AZJAX_DISTRIBUTED": "1"})):
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "JAX_PLATFORMS": "cpu", **joined},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0 and "OK" in result.stdout, result.stdout + result.stderr
 
 
 # Training waits for every device's shard of the buffer to hold a position (each device samples
