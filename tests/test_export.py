@@ -7,6 +7,8 @@ import errno
 import json
 import os
 import pathlib
+import re
+import shutil
 
 import jax
 import msgpack
@@ -125,8 +127,12 @@ def test_unreadable_model_files_are_named(run, tmp_path):
     config = json.loads(msgpack.unpackb(good.read_bytes())["config"])
     config["network"]["channels"] = 8
     _rewrite(wider, config=json.dumps(config))
-    with pytest.raises(export.ModelError, match=r"parameter .* has shape .* config needs"):
+    with pytest.raises(export.ModelError) as refused:  # the first parameter that differs
         export.load_model(wider)
+    assert str(refused.value) == (
+        f"{wider}: parameter ['params']['Dense_1']['kernel'] has shape (4, 8), but the network "
+        "in its config needs (8, 8)"
+    )
     # One damaged entry at a time, each named.
     entries = msgpack.unpackb(good.read_bytes())
     damaged = [
@@ -134,6 +140,7 @@ def test_unreadable_model_files_are_named(run, tmp_path):
             {k: v for k, v in entries.items() if k not in ("params", "card")},
             "is damaged: no card, params",
         ),
+        ({k: v for k, v in entries.items() if k != "dtype"}, "is damaged: no dtype"),
         ({**entries, "card": "{"}, "has a damaged card"),
         ({**entries, "config": "not json"}, "has an unusable config"),
         ({**entries, "config": json.dumps({"size": 3})}, "has an unusable config"),
@@ -189,6 +196,45 @@ def test_command_line_refusals(run, tmp_path, capsys, monkeypatch, args, message
     err = capsys.readouterr().err
     assert err.startswith("azjax-export: ") and message in err, err
     assert err.count("\n") == 1 and card_path(tmp_path / "m0.azjax").read_text() == card
+
+
+def test_the_library_refuses_what_the_command_line_cannot_pass(run, tmp_path):
+    """export_run's own checks: a bare suffix, a storage dtype and a simulation count."""
+    for kwargs, message in [
+        ({"out": tmp_path / ".azjax"}, "expected a name ending in .azjax"),
+        ({"dtype": "float16"}, "storage dtype must be one of float32, bfloat16, got 'float16'"),
+        ({"simulations": True}, "simulations must be an integer >= 1, got True"),
+    ]:
+        with pytest.raises(export.ModelError, match=re.escape(message)):
+            export.export_run(run, **{"out": tmp_path / "m.azjax", **kwargs})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_card_names_the_command_given_else_the_runs_config(run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    (copy / "config.yaml").write_text("game:\n  name: tictactoe\n")
+    card = export.export_run(copy, tmp_path / "a.azjax")
+    assert card["command"] == f"azjax-train --config {copy / 'config.yaml'} --workdir {copy}"
+    assert export.export_run(copy, tmp_path / "b.azjax", command="make train")["command"] == (
+        "make train"
+    )
+    card = export.set_provenance(tmp_path / "b.azjax", device="1 GPU")  # the command kept
+    assert (card["command"], card["device"]) == ("make train", "1 GPU")
+    assert export.read_card(tmp_path / "b.azjax") == card
+
+
+@pytest.mark.parametrize("error", [OSError(errno.EIO, "I/O error"), KeyboardInterrupt()])
+def test_a_write_cut_short_leaves_nothing_behind(tmp_path, monkeypatch, error):
+    """A rename that fails, or Ctrl-C during it: neither the file nor its temporary one stays."""
+
+    def cut(source, target):
+        raise error
+
+    monkeypatch.setattr(os, "replace", cut)
+    with pytest.raises((type(error), export.ModelError)):
+        export.write_atomically(tmp_path / "m.azjax", b"model")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
