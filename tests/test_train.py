@@ -230,7 +230,8 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
     shutil.copytree(five_iterations, tmp_path / "a")
     a = records(tmp_path / "a")
     log = tmp_path / "a" / "metrics.jsonl"  # its last lines lost: the checkpoints' records fill in
-    log.write_text(log.read_text().splitlines(True)[0])
+    final = {"iteration": 2, "final": True, "eval/random/score": 1.0}  # a run that ended at 2
+    log.write_text(log.read_text().splitlines(True)[0] + json.dumps(final) + "\n")
     piece = tmp_path / "piece.azjax"
     saving = tmp_path / "a" / "checkpoints" / "5.orbax-checkpoint-tmp-1"  # a live run's save
     saving.mkdir()
@@ -239,6 +240,7 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
     saving.rmdir()
     config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}", "checkpoint.keep=4"])
     start, carried, _ = starting_point(config)
+    assert [r["iteration"] for r in json.loads(carried["records"])] == [1, 2]  # no final one
     trainer = make_trainer(config)
     checkpointer = Checkpointer(tmp_path / "a", 3)
     _, at_two = restore(make_trainer(load_config(TICTACTOE, overrides)), checkpointer, 2)
@@ -329,6 +331,24 @@ def test_evaluation_plays_the_configured_openings(monkeypatch):
     out = evaluate(trainer, params, jax.random.key(1), 4)
     assert openings == [3]
     assert out["eval/random/wins"] + out["eval/random/draws"] + out["eval/random/losses"] == 4
+
+
+def test_evaluation_gives_each_opponent_its_own_games_and_files_the_counts(monkeypatch):
+    opponents = ["eval.opponents=[random, greedy]", "eval.opening_moves=3"]
+    trainer = make_trainer(load_config(TICTACTOE, [*TINY, *opponents]))
+    calls = []
+
+    def match(game, a, b, games, key, opening_moves=0, progress=None):
+        calls.append((b.name, games, opening_moves, jax.random.key_data(key).tolist()))
+        return arena.MatchResult(1, 2, 1, (1, 1, 0), (0, 1, 1))  # score 1/2, win rate 1/4
+
+    monkeypatch.setattr(arena, "match", match)
+    out = evaluate(trainer, trainer.init(jax.random.key(0)).params, jax.random.key(1), 4)
+    assert [call[:3] for call in calls] == [("random", 4, 3), ("greedy", 4, 3)]
+    assert calls[0][3] != calls[1][3]  # a key per opponent
+    for name in ("random", "greedy"):
+        assert out[f"eval/{name}/score"] == 0.5 and out[f"eval/{name}/win_rate"] == 0.25
+        assert [out[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses")] == [1, 2, 1]
 
 
 def test_optimizer_schedule_and_penalty():
