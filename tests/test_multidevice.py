@@ -39,7 +39,6 @@ def run(code_or_args: list[str], devices: int) -> subprocess.CompletedProcess:
 CORES = r"""
 import jax
 from azjax import parallel
-from azjax.config import load_config
 
 assert parallel.use_cpu_cores({"selfplay.batch_size": 6, "train.batch_size": 4}, 3) == 2
 assert len(jax.devices("cpu")) == 2
@@ -63,7 +62,6 @@ print("OK")
 FORCED = r"""
 import jax
 from azjax import parallel
-from azjax.config import load_config
 
 assert parallel.use_cpu_cores({"selfplay.batch_size": 6}, 3) is None
 assert len(jax.devices("cpu")) == 2
