@@ -153,7 +153,7 @@ class _Session:
         # A resumed run starts from its checkpoint: the model file it started from is not read
         # (a previous piece's model may be gone from a fresh machine). A first start reads it
         # before any compiling, so that a bad one stops the run at once.
-        start = Start(None, None, None) if resuming else starting_point(config)
+        start = Start() if resuming else starting_point(config)
         self.shown = progress and jax.process_index() == 0  # the progress bars and notes
         if self.shown:  # what the wait before the bar moves is
             cache = jax.config.jax_compilation_cache_dir

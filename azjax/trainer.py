@@ -98,9 +98,9 @@ def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
 class Start(NamedTuple):
     """Where a first start begins: `train.init_from`'s model, or random parameters (all None)."""
 
-    params: Params | None  # float32 numpy arrays for `Trainer.init`
-    continuation: dict[str, Any] | None  # its model file's continuation, for `resume`
-    config: Config | None  # the config the model was trained with
+    params: Params | None = None  # float32 numpy arrays for `Trainer.init`
+    continuation: dict[str, Any] | None = None  # its model file's continuation, for `resume`
+    config: Config | None = None  # the config the model was trained with
 
 
 def starting_point(config: Config) -> Start:
@@ -110,7 +110,7 @@ def starting_point(config: Config) -> Start:
     starting model may be gone)."""
     source = config.train.init_from
     if not source:
-        return Start(None, None, None)
+        return Start()
     try:
         loaded = model.load(source, config=config)
         file = model.model_file(source)
