@@ -11,11 +11,12 @@ import pathlib
 from collections.abc import Sequence
 
 import jax
-import numpy as np
 from tensorboardX import SummaryWriter
 
 from azjax import parallel
 from azjax.metrics import read_metrics
+
+FLUSH_SECONDS = 5
 
 
 class RunLog:
@@ -36,7 +37,15 @@ class RunLog:
             kept = merged_records(self.path, resume_iteration, saved)
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self.minutes_before = max((r.get("elapsed_minutes", 0.0) for r in kept), default=0.0)
-        self.writer = SummaryWriter(str(workdir / "tensorboard"), purge_step=resume_iteration + 1)
+        # TensorBoard hides the older files' steps from the purge step on; the suffix keeps a
+        # resume within the same second from overwriting the file before it (named by seconds).
+        # The writer's thread writes each record to disk within FLUSH_SECONDS.
+        self.writer = SummaryWriter(
+            str(workdir / "tensorboard"),
+            purge_step=resume_iteration + 1,
+            flush_secs=FLUSH_SECONDS,
+            filename_suffix=f".{resume_iteration}",
+        )
 
     def write(self, record: dict) -> None:
         if not self.enabled:
@@ -46,7 +55,6 @@ class RunLog:
         for key, value in record.items():
             if key != "iteration" and isinstance(value, int | float):
                 self.writer.add_scalar(key, value, record["iteration"])
-        self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:
@@ -65,7 +73,7 @@ def merged_records(path: pathlib.Path, iteration: int, saved: Sequence[dict]) ->
 
 def scalars(metrics: dict) -> dict[str, float]:
     host = parallel.to_host(metrics)
-    return {k: (v.item() if np.ndim(v) == 0 else v.tolist()) for k, v in host.items()}
+    return {k: v.tolist() for k, v in host.items()}  # a 0-d array's is a Python number
 
 
 def postfix(record: dict) -> dict[str, str]:

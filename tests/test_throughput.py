@@ -54,6 +54,7 @@ def test_peak_is_known_for_listed_devices_only():
     assert throughput.peak_tflops("bfloat16", "NVIDIA H200") == 989.0
     assert throughput.peak_tflops("bfloat16", "NVIDIA L4") == 121.0  # Colab's
     assert throughput.peak_tflops("bfloat16", "NVIDIA L40S") == 362.05  # not the L4's
+    assert throughput.peak_tflops("bfloat16", "NVIDIA L40") is None  # unlisted, not an L4
     assert throughput.peak_tflops("bfloat16", "TPU v5 lite") == 197.0
     # float32 products run on the tensor cores in TF32 unless full precision is asked for.
     assert throughput.peak_tflops("float32", "NVIDIA A100-SXM4-40GB") == 156.0

@@ -1,0 +1,98 @@
+"""The run log: TensorBoard's copy of each record, and the records' one-line forms."""
+
+from __future__ import annotations
+
+import pathlib
+import struct
+import time
+
+import jax.numpy as jnp
+import pytest
+from tensorboardX.proto.event_pb2 import Event
+
+from azjax.runlog import FLUSH_SECONDS, RunLog, eval_line, postfix, scalars
+
+
+def events(path: pathlib.Path) -> list[Event]:
+    """The events of one TensorBoard event file (records: a length, its checksum, the data, the
+    data's checksum)."""
+    data, out, at = path.read_bytes(), [], 0
+    while at < len(data):
+        (length,) = struct.unpack("<Q", data[at : at + 8])
+        out.append(Event.FromString(data[at + 12 : at + 12 + length]))
+        at += 12 + length + 4
+    return out
+
+
+def logged(path: pathlib.Path) -> list[tuple[str, int, float]]:
+    return [(v.tag, e.step, v.simple_value) for e in events(path) for v in e.summary.value]
+
+
+def test_tensorboard_gets_each_number_at_its_iteration_and_a_resume_purges_what_follows(tmp_path):
+    log = RunLog(tmp_path, resume_iteration=0)
+    log.write({"iteration": 1, "train/loss": 0.5, "health/ok": True, "note": "x", "sizes": [1]})
+    log.write({"iteration": 2, "train/loss": 0.25})
+    (first,) = (tmp_path / "tensorboard").iterdir()
+    # On disk within seconds of the record, while the run goes on; numbers only.
+    expected = [("train/loss", 1, 0.5), ("health/ok", 1, 1.0), ("train/loss", 2, 0.25)]
+    deadline = time.monotonic() + 4 * FLUSH_SECONDS
+    while logged(first) != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert logged(first) == expected
+    log.close()
+    resumed = RunLog(tmp_path, resume_iteration=1)
+    resumed.write({"iteration": 2, "train/loss": 0.125})
+    resumed.close()
+    # A file of its own, even within the same second, that starts by telling TensorBoard to
+    # drop the older files' iteration 2 on.
+    (second,) = set((tmp_path / "tensorboard").iterdir()) - {first}
+    assert logged(first)[-1] == ("train/loss", 2, 0.25)
+    start = [e for e in events(second) if e.HasField("session_log")]
+    assert [(e.step, e.session_log.status) for e in start] == [(2, 1)]  # 1: START
+    assert logged(second) == [("train/loss", 2, 0.125)]
+
+
+def test_scalars_are_python_numbers_and_lists():
+    record = scalars({"loss": jnp.float32(0.5), "steps": jnp.int32(3), "lengths": jnp.arange(2)})
+    assert record == {"loss": 0.5, "steps": 3, "lengths": [0, 1]}
+    assert {k: type(v) for k, v in record.items()} == {"loss": float, "steps": int, "lengths": list}
+
+
+@pytest.mark.parametrize(
+    ("rate", "shown"),
+    [(812.4, "812"), (999.0, "999"), (1e3, "1k"), (12345.6, "12.3k"), (1e6, "1M"), (2.5e9, "2.5G")],
+)
+def test_the_bar_shows_evaluations_per_second_in_three_figures(rate, shown):
+    record = {"positions_per_second": 99.6, "evaluations_per_second": rate}
+    assert postfix(record) == {"pos/s": "100", "eval/s": shown}
+
+
+def test_the_bar_shows_the_loss_once_trained_and_each_opponents_win_rate():
+    record = {
+        "train/trained": True,
+        "train/loss": 1.23456,
+        "train/value_std": 0.456,
+        "positions_per_second": 10.0,
+        "evaluations_per_second": 20.0,
+        "eval/random/win_rate": 0.875,
+        "eval/random/score": 0.9,
+        "eval/mcts/win_rate": 0.5,
+    }
+    assert postfix(record) == {
+        "loss": "1.235",
+        "v_std": "0.46",
+        "pos/s": "10",
+        "eval/s": "20",
+        "random": "88%",
+        "mcts": "50%",
+    }
+
+
+def test_the_evaluation_line_names_each_opponent_and_its_games():
+    record = {"eval/random/win_rate": 0.75, "eval/random/score": 0.8}
+    record |= {"eval/random/wins": 6, "eval/random/draws": 1, "eval/random/losses": 1}
+    record |= {"eval/mcts/win_rate": 0.25, "eval/mcts/wins": 1, "eval/mcts/draws": 0}
+    record |= {"eval/mcts/losses": 3}
+    assert eval_line(7, record) == (
+        "iteration 7: vs random: 75% won (6W 1D 1L), vs mcts: 25% won (1W 0D 3L)"
+    )
