@@ -5,9 +5,11 @@ from __future__ import annotations
 import pathlib
 import struct
 import time
+from types import SimpleNamespace
 
 import jax.numpy as jnp
 import pytest
+from tensorboardX import event_file_writer
 from tensorboardX.proto.event_pb2 import Event
 
 from azjax.runlog import FLUSH_SECONDS, RunLog, eval_line, postfix, scalars
@@ -50,6 +52,17 @@ def test_tensorboard_gets_each_number_at_its_iteration_and_a_resume_purges_what_
     start = [e for e in events(second) if e.HasField("session_log")]
     assert [(e.step, e.session_log.status) for e in start] == [(2, 1)]  # 1: START
     assert logged(second) == [("train/loss", 2, 0.125)]
+
+
+def test_a_resume_within_the_same_second_keeps_the_file_before_it(tmp_path, monkeypatch):
+    # TensorBoard's files are named by the second they were opened in.
+    monkeypatch.setattr(event_file_writer, "time", SimpleNamespace(time=lambda: 1.7e9))
+    for iteration in (0, 1):
+        log = RunLog(tmp_path, resume_iteration=iteration)
+        log.write({"iteration": iteration + 1, "train/loss": 0.5})
+        log.close()
+    files = sorted((tmp_path / "tensorboard").iterdir())
+    assert [logged(f) for f in files] == [[("train/loss", 1, 0.5)], [("train/loss", 2, 0.5)]]
 
 
 def test_scalars_are_python_numbers_and_lists():
