@@ -37,7 +37,7 @@ class Model:
     params: Params
     card: dict[str, Any] | None  # a model file's card; None for a checkpoint
     name: str  # the source as agents name it: WORKDIR@STEP, FILE.azjax or zoo:NAME
-    step: int | None = None  # the checkpoint's iteration; None for a model file
+    step: int | None = None  # the checkpoint's iteration, or the one its card names
 
     @property
     def game(self) -> Game:

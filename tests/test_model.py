@@ -3,6 +3,7 @@ shipped zoo playing the moves it played before the door, and every command takin
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -96,6 +97,11 @@ def test_the_one_check_refuses_another_game_or_shape(sources):
             model.load(sources["file"], config=config)
     same = Config(game=GameConfig("tictactoe"), network=NetworkConfig(blocks=0, channels=4))
     assert model.load(sources["zoo"], config=same).game is TTT
+    # Parameters of the run's shapes trained for another game are refused all the same.
+    loaded = model.load(sources["file"])
+    other_game = dataclasses.replace(loaded.config, game=GameConfig("connect4"))
+    with pytest.raises(ValueError, match=r"a 0x4 .* of connect4; expected a 0x4 .* of tictactoe"):
+        model.check(dataclasses.replace(loaded, config=other_game), config=same)
 
 
 @pytest.mark.parametrize(
@@ -174,6 +180,9 @@ def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp
         ValueError, match=r"takes no SIMS, got 4 \(the agent spec zoo:ttt:4 searches"
     ):
         model.load("zoo:ttt:4")
+    # Where RUN:8 is a directory too, it is the run loaded.
+    shutil.copytree(sources["run"], tmp_path / "ttt:8")
+    assert model.load(f"{run}:8").name == f"{run}:8@2"
     with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint in .*/elsewhere:8 \(exp"):
         model.load(str(tmp_path / "elsewhere:8"))  # nothing there either: the usual message
 
