@@ -224,8 +224,9 @@ def test_perfect_agent_scores_every_position_and_random_does_not():
     assert set(result.by_phase) == {"opening", "late"}
     rand = solver.accuracy(game, agents.make("random", game), jax.random.key(0), positions)
     assert rand.best_move < 0.8 and rand.keeps_result < 0.95
-    with pytest.raises(ValueError, match="2x2 Dots and Boxes solution"):
-        perfect_agent(games.make("dots_and_boxes"), Solution.of(2, 2))
+    for other in (games.make("dots_and_boxes"), games.make("tictactoe")):
+        with pytest.raises(ValueError, match="2x2 Dots and Boxes solution cannot play"):
+            perfect_agent(other, Solution.of(2, 2))
 
 
 def test_perfect_agent_wins_the_2x2_game_by_two_against_itself():
