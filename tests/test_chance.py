@@ -31,7 +31,7 @@ from azjax.search import (
     search_tree,
 )
 from azjax.selfplay import SelfPlayConfig, make_rollout
-from games.core import mover_rewards
+from games.core import mover_rewards, random_legal_action
 from games.testing import check_game
 from games.tictactoe import TicTacToe
 
@@ -192,6 +192,46 @@ def test_step_reveals_the_roll_and_afterstate_does_not():
         strict=True,
     ):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_roll_comes_before_any_move_and_shows_in_the_observation():
+    """An afterstate awaiting its roll has no legal move; after `step_chance` the observation
+    shows the dice rolled (pgx's last six features count the playable dice by face)."""
+    game = games.make("pgx:backgammon")
+    states = _positions(game)
+    move = jnp.argmax(states.legal_action_mask, axis=-1)
+    after = jax.jit(jax.vmap(game.afterstate))(states, move)
+    due = np.asarray(after.chance_due)
+    assert due.any() and not np.asarray(after.legal_action_mask)[due].any()
+    roll = jax.jit(jax.vmap(game.step_chance, in_axes=(0, None)))
+    rolls = [(a, b) for a in range(6) for b in range(a, 6)]  # the lower die first
+    for outcome, (a, b) in enumerate(rolls):
+        rolled = roll(after, outcome)
+        shown = np.asarray(jax.vmap(game.observe)(rolled)).reshape(len(due), -1)[:, -6:]
+        faces = np.bincount([a] * 4 if a == b else [a, b], minlength=6)
+        np.testing.assert_array_equal(shown[due], np.broadcast_to(faces, (due.sum(), 6)))
+        assert np.asarray(rolled.legal_action_mask)[due].any(axis=-1).all()
+
+
+def test_a_gammon_is_a_plain_win():
+    """pgx scores a won backgammon game 1, 2 (a gammon) or 3 (a backgammon); azjax's reward is
+    its sign. Random play to the end wins some games by a gammon."""
+    game = games.make("pgx:backgammon")
+
+    def play(key):
+        def ply(carry):
+            state, i = carry
+            move = random_legal_action(jax.random.fold_in(key, i), state.legal_action_mask)
+            return game.step(state, move), i + 1
+
+        start = (game.init(key), jnp.int32(0))
+        return jax.lax.while_loop(lambda carry: ~carry[0].terminated, ply, start)[0]
+
+    ends = jax.jit(jax.vmap(play))(jax.random.split(jax.random.key(7), 32))
+    assert np.asarray(ends.terminated).all()
+    margin = np.abs(np.asarray(ends.env.rewards)).max(axis=1)  # pgx's
+    assert (margin > 1).any()
+    np.testing.assert_array_equal(np.abs(np.asarray(ends.rewards)).max(axis=1), margin > 0)
 
 
 @functools.cache

@@ -22,6 +22,7 @@ pytest.importorskip("pgx")
 
 import games
 from azjax import agents, arena
+from games.core import IllegalMoveError
 from games.pgx_games import game_class
 from games.testing import check_game
 
@@ -42,6 +43,13 @@ def test_make_names_and_errors(monkeypatch):
     assert game is games.make("pgx:hex")
     assert (game.name, game.num_actions, game.observation_shape) == ("pgx:hex", 122, (11, 11, 4))
     assert game.max_game_length == 122
+    # Moves are pgx's action numbers; anything else is refused with the notation.
+    assert game.parse_action("121") == 121
+    for text in ("x", "-1", "1.0"):
+        with pytest.raises(IllegalMoveError, match="expected an action number 0-121"):
+            game.parse_action(text)
+    # A flat observation of N features is one cell of N planes.
+    assert games.make("pgx:backgammon").observation_shape == (1, 1, 34)
     assert "pgx:hex" not in games.names()
     monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))
     games.register("pgx:hex", game_class("hex"))
