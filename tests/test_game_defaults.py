@@ -85,3 +85,12 @@ def test_baselines_play_a_bare_game():
     for spec in ("greedy", "alphabeta:2"):
         action = jax.jit(agents.make(spec, game))(state, jax.random.key(1))
         assert bool(state.legal_action_mask[action])
+
+
+def test_a_text_board_aligns_its_cells_under_their_labels():
+    # Cells widen to the widest label or count, and rows to the widest row label.
+    board = np.array([[1, 0], [0, -12]])
+    labelled = core.render_grid(board, col_labels=["a", "bb"], row_labels=["9", "10"])
+    assert labelled.splitlines() == ["     a  bb", " 9  1x   .", "10   . 12o"]
+    wide = core.render_grid(board[:1], {1: "X", 0: "."}, col_labels=["10", "11"])
+    assert wide.splitlines() == ["10 11", " X  ."]
