@@ -12,6 +12,7 @@ import sys
 import pytest
 from helpers import ROOT, load_script
 
+from azjax import checks
 from azjax.checks import check_seed, parse_size
 from azjax.cli import evaluate, play, train
 from azjax.config import ConfigError, load_config
@@ -340,6 +341,11 @@ def test_sizes_at_their_bounds_are_taken():
         key = beside.split("=")[0]
         with pytest.raises(ValueError, match=f"chain_reaction {key} takes 2-12"):
             parse_size(beside, "chain_reaction")
+    for half in ("rows=", "=8", "rows=3,"):
+        with pytest.raises(ValueError, match="expected KEY=VALUE pairs like"):
+            parse_size(half, "chain_reaction")
+    # The values a size takes, as runs: a gap ends one.
+    assert checks._spans((4, 5, 6, 8, 10, 11)) == "4-6, 8, 10, 11"
 
 
 def test_the_size_reaches_the_game(tmp_path, monkeypatch, capsys):

@@ -226,6 +226,8 @@ def test_command_line_game_and_saved_record(tmp_path):
             ["--game", "tictactoe", "--opponent", "random", "--save", "/no/such/folder/g.json"],
             "--save /no/such/folder/g.json: there is no folder /no/such/folder",
         ),
+        (["--game", "tictactoe", "--opponent", "random", "--save", "."], "--save . is a folder"),
+        (["--opponent", "random"], "the following arguments are required: --game"),
     ],
 )
 def test_command_line_refuses_bad_arguments(args, message, capsys):

@@ -12,6 +12,7 @@ import pytest
 from tensorboardX import event_file_writer
 from tensorboardX.proto.event_pb2 import Event
 
+from azjax.metrics import read_metrics
 from azjax.runlog import FLUSH_SECONDS, RunLog, eval_line, postfix, scalars
 
 
@@ -109,3 +110,12 @@ def test_the_evaluation_line_names_each_opponent_and_its_games():
     assert eval_line(7, record) == (
         "iteration 7: vs random: 75% won (6W 1D 1L), vs mcts: 25% won (1W 0D 3L)"
     )
+
+
+def test_the_records_skip_blank_lines_and_a_last_line_cut_short(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"iteration": 1}\n\n{"iteration": 2}\n{"iteration": 3, "train/lo')
+    assert read_metrics(path) == [{"iteration": 1}, {"iteration": 2}]
+    path.write_text('{"iteration": 1}\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: expected a JSON object, got list"):
+        read_metrics(path)
