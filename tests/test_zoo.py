@@ -51,7 +51,7 @@ def use_zoo(zoo_dir, monkeypatch):
     monkeypatch.setenv(zoo.ENV, str(zoo_dir))
 
 
-def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch):
+def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch, tmp_path):
     assert zoo.directory() == zoo_dir
     assert zoo.names() == ["c4", "tictactoe"]
     assert zoo.names(TTT) == ["tictactoe"] and zoo.names(C4) == ["c4"]
@@ -67,6 +67,12 @@ def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch):
     table = zoo.table().splitlines()
     assert table[0].split() == ["name", "game", "size", "iteration", "strength"]
     assert table[2].split() == ["tictactoe", "tictactoe", "-", "2", "-"]
+    # The model named after the game plays it by default, before others sorted ahead of it.
+    own = tmp_path / "own"
+    shutil.copytree(zoo_dir, own)
+    shutil.copy(own / "tictactoe.azjax", own / "a_tictactoe.azjax")
+    monkeypatch.setenv(zoo.ENV, str(own))
+    assert zoo.names(TTT) == ["a_tictactoe", "tictactoe"] and zoo.default(TTT) == "tictactoe"
 
     monkeypatch.delenv(zoo.ENV)  # the package's own folder
     assert zoo.directory() == pathlib.Path(zoo.__file__).parent
