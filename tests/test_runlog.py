@@ -46,8 +46,8 @@ def test_tensorboard_gets_each_number_at_its_iteration_and_a_resume_purges_what_
     resumed = RunLog(tmp_path, resume_iteration=1)
     resumed.write({"iteration": 2, "train/loss": 0.125})
     resumed.close()
-    # A file of its own, even within the same second, that starts by telling TensorBoard to
-    # drop the older files' iteration 2 on.
+    # A file of its own that starts by telling TensorBoard to drop the older files' iteration
+    # 2 on.
     (second,) = set((tmp_path / "tensorboard").iterdir()) - {first}
     assert logged(first)[-1] == ("train/loss", 2, 0.25)
     start = [e for e in events(second) if e.HasField("session_log")]
