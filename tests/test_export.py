@@ -182,6 +182,10 @@ def test_unreadable_model_files_are_named(run, tmp_path):
         (["RUN", "--out", "m.azjax", "--batch", "4"], "--batch is for --format onnx"),
         (["MODEL", "--format", "onnx", "--out", "m.onnx", "--dtype", "bfloat16"], "--dtype is for"),
         (["MODEL", "--format", "onnx", "--out", "m.onnx", "--batch", "0"], "must be >= 1"),
+        (
+            ["MODEL", "--format", "onnx", "--out", "m.onnx", "--simulations", "8"],
+            "--simulations is for a model file: ONNX holds the network alone",
+        ),
         (["MODEL", "--format", "onnx", "--out", "no/m.onnx"], "no/m.onnx: there is no folder"),
     ],
 )
