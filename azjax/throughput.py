@@ -1,17 +1,19 @@
 """How hard a run drives its device: a network's FLOPs per evaluation and the device's peak.
 
-`network_flops` reads the FLOPs of one evaluation from the compiler's cost analysis, once per
-network and dtype; `peak_tflops` looks the device's dense peak up in `PEAK_TFLOPS`. The trainer
-(evaluations/s, TFLOP/s and the fraction of the peak in metrics.jsonl) and the self-play
-benchmark share them.
+`network_flops` counts one evaluation's convolutions and matrix products from the traced
+program, once per network; `peak_tflops` looks the device's dense peak up in `PEAK_TFLOPS`.
+The trainer (evaluations/s, TFLOP/s and the fraction of the peak in metrics.jsonl) and the
+self-play benchmark share them.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import jax
+from jax.extend import core
 
 # Dense peak TFLOP/s per device by the first name found as a word in its device kind (vendor
 # data sheets, without sparsity; a plain "H100" is the SXM part; "L4" is not "L40S").
@@ -70,18 +72,42 @@ def emulation_warning(dtype: str, device: Any = None) -> str | None:
     )
 
 
-def network_flops(network: Any, params: Any, observations: Any) -> float | None:
-    """FLOPs of one evaluation of `network` (any module with `apply(params, obs)`): the cost
-    analysis of a batch of `observations` (arrays or `jax.ShapeDtypeStruct`s) over its size.
+def network_flops(network: Any, params: Any, observations: Any) -> float:
+    """FLOPs of one evaluation of `network` (any module with `apply(params, obs)`): the
+    convolutions' and matrix products' multiply-adds (two FLOPs each) for a batch of
+    `observations` (arrays or `jax.ShapeDtypeStruct`s) over its size.
 
-    It reads the lowered program (before the backend's compiler, whose library calls, e.g.
-    cuDNN's convolutions, it cannot count), else the compiled one where a backend analyses only
-    that; None where neither has one.
+    It counts from the traced program's shapes, the same on every backend, with each kernel's
+    whole window (the padding's zeros included, as the device multiplies them too). Compilers'
+    cost analyses differ by backend: a GPU's can leave out the library calls (cuDNN's
+    convolutions) that do nearly all the work. Elementwise work (biases, norms, activations) is
+    left out, as the dense peak it is compared with is the tensor cores' alone.
     """
-    lowered = jax.jit(network.apply).lower(params, observations)
-    for analysis in (lowered.cost_analysis, lambda: lowered.compile().cost_analysis()):
-        cost = analysis()
-        cost = cost[0] if isinstance(cost, list | tuple) and cost else cost
-        if cost and cost.get("flops"):
-            return float(cost["flops"]) / observations.shape[0]
-    return None
+    jaxpr = jax.make_jaxpr(network.apply)(params, observations)
+    return _flops(jaxpr.jaxpr) / observations.shape[0]
+
+
+def _flops(jaxpr: core.Jaxpr) -> float:
+    """The multiply-add FLOPs of `jaxpr`'s convolutions and matrix products, sub-programs
+    included: a scan's body once per step, a cond's costliest branch."""
+    total = 0.0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (contracting, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            summed = math.prod(lhs[d] for d in contracting)
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * summed
+        elif eqn.primitive.name == "conv_general_dilated":
+            # Each output sums over the kernel's window and its input features (one group's).
+            kernel = eqn.invars[1].aval.shape
+            spec = eqn.params["dimension_numbers"].rhs_spec  # (out features, in features, window)
+            summed = math.prod(kernel[d] for d in spec[1:])
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * summed
+        inner = [_flops(sub) for sub in core.jaxprs_in_params(eqn.params)]
+        if eqn.primitive.name == "cond":  # one branch runs (e.g. `platform_dependent`'s)
+            total += max(inner)
+        elif eqn.primitive.name == "scan":
+            total += eqn.params["length"] * sum(inner)
+        else:
+            total += sum(inner)
+    return total

@@ -205,7 +205,7 @@ class _Session:
 
     def peak_and_flops(self) -> tuple[float | None, float | None]:
         """The dense peak TFLOP/s of the mesh's devices and the network's FLOPs per evaluation
-        (from the compiler, once per run), or (None, None) where the peak is unknown."""
+        (counted once per run), or (None, None) where the peak is unknown."""
         peak = throughput.peak_tflops(self.config.network.dtype)
         if peak is None:
             return None, None
@@ -238,7 +238,7 @@ class _Session:
             record["selfplay/full_search_fraction"],
         )
         record["evaluations_per_second"] = evaluations / elapsed  # self-play's network rows
-        if self.peak is not None and self.flops is not None:
+        if self.peak is not None:
             record["tflops"] = evaluations * self.flops / elapsed / 1e12
             record["fraction_of_peak"] = record["tflops"] / self.peak
         record["train/learning_rate"] = float(self.trainer.schedule(record["train/step"]))

@@ -18,7 +18,7 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   and gathers; nested loops with a known trip count as often as they run, the tree walks'
   once: their share is `data_dependent_loop_kernels`), by kind. The count is the backend's
   own: a CPU fuses otherwise than a GPU. `--kernels-only` compiles and counts, times nothing;
-- network evaluations/s in self-play, the network's FLOPs per evaluation (the cost analysis)
+- network evaluations/s in self-play, the network's FLOPs per evaluation (`network_flops`)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
   device's dense peak where `azjax.throughput.PEAK_TFLOPS` knows the device;
 - the fraction of searched positions that became training targets (value known, emitted);
@@ -318,8 +318,8 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
         free_carry = free_chunk(params, free_carry, jax.random.key(i + 2))[0]
     jax.block_until_ready(free_carry)
     search_only = clock() - start
-    tflops = None if flops is None else evaluations / seconds * flops / 1e12
-    net_tflops = None if flops is None else evals * batch / net_seconds * flops / 1e12
+    tflops = evaluations / seconds * flops / 1e12
+    net_tflops = evals * batch / net_seconds * flops / 1e12
     peak = peak_tflops(args.dtype)
 
     row |= {
@@ -338,8 +338,8 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
         "achieved_tflops": tflops,
         "network_only_tflops": net_tflops,
         "peak_tflops": peak,
-        "fraction_of_peak": None if None in (peak, tflops) else tflops / peak,
-        "network_only_fraction_of_peak": None if None in (peak, net_tflops) else net_tflops / peak,
+        "fraction_of_peak": None if peak is None else tflops / peak,
+        "network_only_fraction_of_peak": None if peak is None else net_tflops / peak,
         "target_fraction": emitted / searched,
         "clock": args.clock,
         "stored": "state" if as_states else "observation",

@@ -11,8 +11,10 @@ import pytest
 from helpers import TINY
 from test_train import TICTACTOE, records
 
+import games
 from azjax import throughput, train
 from azjax.config import load_config
+from azjax.network import NetworkConfig, make_network
 from azjax.runlog import postfix
 from azjax.train import train_and_evaluate
 
@@ -27,24 +29,46 @@ class _ConvDense(nn.Module):
 def test_network_flops_count_one_evaluation_of_a_conv_and_a_dense_layer():
     net, x = _ConvDense(), jnp.zeros((3, 4, 3, 2))
     params = net.init(jax.random.key(0), x)
-    conv = 2 * (2 * 1 * 5) * (3 * 3 * 2) + 2 * 1 * 5  # multiply-adds per output, then the bias
-    dense = 2 * 10 * 7 + 7
+    conv = 2 * (2 * 1 * 5) * (3 * 3 * 2)  # two FLOPs per multiply-add, for each output
+    dense = 2 * 10 * 7  # the biases' adds are not tensor-core work
     assert throughput.network_flops(net, params, x) == conv + dense
     abstract = jax.ShapeDtypeStruct((1, 4, 3, 2), jnp.float32)  # nothing runs
     assert throughput.network_flops(net, params, abstract) == conv + dense
 
 
-def test_network_flops_come_from_the_compiled_program_where_the_lowered_has_none(monkeypatch):
-    # Some GPU backends analyse only the compiled program: its count stands in, and neither
-    # analysis makes None (the report then leaves TFLOP/s out) rather than a crash.
-    net, x = _ConvDense(), jnp.zeros((2, 4, 3, 2))
+class _GroupedScan(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        y = nn.Conv(6, (3, 3), feature_group_count=2)(x)  # [B, 4, 3, 4] -> [B, 4, 3, 6]
+        y = y.reshape(x.shape[0], -1)  # [B, 72]
+        w = self.param("w", nn.initializers.normal(), (5, 72, 72))
+        y, _ = jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), y, w)
+        return jax.jit(lambda h: h @ w[0, :, :3])(y)  # a nested jitted program
+
+
+def test_network_flops_count_groups_scan_steps_and_nested_programs():
+    net, x = _GroupedScan(), jnp.zeros((2, 4, 3, 4))
     params = net.init(jax.random.key(0), x)
-    lowered = throughput.network_flops(net, params, x)
-    monkeypatch.setattr(jax.stages.Lowered, "cost_analysis", lambda self: None)
-    compiled = throughput.network_flops(net, params, x)
-    assert 0.5 * lowered < compiled < 2 * lowered
-    monkeypatch.setattr(jax.stages.Compiled, "cost_analysis", lambda self: None)
-    assert throughput.network_flops(net, params, x) is None
+    conv = 2 * (4 * 3 * 6) * (3 * 3 * 2)  # each output sums its group's 2 input features
+    scan = 5 * 2 * 72 * 72
+    assert throughput.network_flops(net, params, x) == conv + scan + 2 * 72 * 3
+
+
+def test_network_flops_of_the_tower_count_each_convolution_once_at_its_full_window():
+    # The tower's convolutions pick their CPU or GPU form by platform (a cond with two
+    # branches): one runs. SAME padding's zeros are multiplied too, so each output counts
+    # its whole 3x3 window, as for the hand count of a 6x128 Connect Four net below.
+    game = games.make("connect4")
+    obs = jax.ShapeDtypeStruct((1, *game.observation_shape), jnp.float32)
+    cells, channels = 6 * 7, 128
+    stem = 2 * cells * channels * (9 * 2)
+    tower = 12 * 2 * cells * channels * (9 * channels)
+    heads = 2 * (2 * cells * channels * 8) + 2 * (cells * 8) * (7 + channels) + 2 * channels
+    for norm, dtype in (("layer", "bfloat16"), ("none", "float32")):
+        config = NetworkConfig(blocks=6, channels=channels, norm=norm, dtype=dtype)
+        net = make_network(game, config)
+        params = jax.eval_shape(net.init, jax.random.key(0), obs)
+        assert throughput.network_flops(net, params, obs) == stem + tower + heads
 
 
 def test_peak_is_known_for_listed_devices_only():
@@ -117,9 +141,10 @@ def test_records_log_evaluations_per_second_and_the_fraction_of_peak(tmp_path, m
     assert record["evaluations_per_second"] * record["seconds"] == pytest.approx(evaluations)
     bar = postfix(record)
     assert bar["eval/s"] == f"{record['evaluations_per_second']:.0f}" or bar["eval/s"][-1] in "kMG"
-    # The tiny net's FLOPs per evaluation, from its tflops: a 0x8 net costs thousands.
+    # The tiny net's FLOPs per evaluation, from its tflops: the 0x8 net's stem on 9 cells,
+    # two 8-channel heads, the policy's 9 logits and the value's 8 hidden units and output.
     flops = record["tflops"] * 1e12 / record["evaluations_per_second"]
-    assert 1_000 < flops < 100_000
+    assert flops == pytest.approx(2 * 9 * 8 * 18 + 2 * (2 * 9 * 8 * 8) + 2 * 72 * (9 + 8) + 2 * 8)
     assert record["fraction_of_peak"] == pytest.approx(
         record["tflops"] / (peak * jax.device_count())
     )
