@@ -43,7 +43,9 @@ class _GroupedScan(nn.Module):
         y = y.reshape(x.shape[0], -1)  # [B, 72]
         w = self.param("w", nn.initializers.normal(), (5, 72, 72))
         y, _ = jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), y, w)
-        return jax.jit(lambda h: h @ w[0, :, :3])(y)  # a nested jitted program
+        # A nested jitted program, summing over two axes: [B, 8, 9] x [8, 9, 3] -> [B, 3]
+        last = w[0, :, :3].reshape(8, 9, 3)
+        return jax.jit(lambda h: jnp.einsum("bij,ijk->bk", h.reshape(-1, 8, 9), last))(y)
 
 
 def test_network_flops_count_groups_scan_steps_and_nested_programs():
