@@ -1,7 +1,9 @@
 """Monte Carlo tree search over any game with mctx: Gumbel MuZero or PUCT (AlphaZero).
 
 The tree's embedding is the game State itself, and `recurrent_fn` steps the real rules, so
-the search is exact (no learned model). Conventions, as mctx needs them:
+the search is exact (no learned model). The tree stores each node's State packed into one
+byte row (`Packing`), so a simulation writes and reads one array per node, not one per field.
+Conventions, as mctx needs them:
 
 - values are from the point of view of the player to move at a node;
 - the reward of an edge is the reward of the player who moved (`rewards[parent's mover]`);
@@ -41,6 +43,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -137,8 +141,65 @@ def _evaluate(evaluate: Evaluator, params: Params, states: State, key: Array):
     return mask_logits(logits, states.legal_action_mask), value
 
 
+class Packing(NamedTuple):
+    """Pytrees of one structure as byte rows: `pack(tree) -> uint8[*batch, size]` and `unpack`
+    back, for any leading batch shape."""
+
+    pack: Callable[[Any], Array]
+    unpack: Callable[[Array], Any]
+    size: int
+
+
+def packing(template: Any) -> Packing:
+    """The Packing of pytrees shaped like `template` (one unbatched instance: arrays or
+    `jax.ShapeDtypeStruct`s of bools, integers or floats of at most 4 bytes an element)."""
+    paths, treedef = jax.tree.flatten_with_path(template)
+    leaves = [leaf for _, leaf in paths]
+    for path, leaf in paths:
+        dtype = leaf.dtype
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) or dtype.itemsize > 4:
+            raise ValueError(
+                f"{jax.tree_util.keystr(path) or 'the tree'} is {dtype}: a searched State "
+                "holds bools, integers and floats of at most 4 bytes (a key as its uint32 data)"
+            )
+    widths = [math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves]
+    offsets = [0, *itertools.accumulate(widths)]
+
+    def pack(tree: Any) -> Array:
+        rows = []
+        for x, leaf in zip(treedef.flatten_up_to(tree), leaves, strict=True):
+            batch = x.shape[: x.ndim - len(leaf.shape)]
+            x = x.astype(jnp.uint8) if x.dtype == jnp.bool_ else x
+            rows.append(jax.lax.bitcast_convert_type(x, jnp.uint8).reshape(*batch, -1))
+        return jnp.concatenate(rows, axis=-1)
+
+    def unpack(rows: Array) -> Any:
+        batch, out = rows.shape[:-1], []
+        for leaf, start, stop in zip(leaves, offsets[:-1], offsets[1:], strict=True):
+            x, dtype = rows[..., start:stop], jnp.dtype(leaf.dtype)
+            if dtype == jnp.bool_:
+                x = x.reshape(*batch, *leaf.shape) != 0
+            elif dtype.itemsize > 1:  # the bytes of each element on a last axis
+                x = x.reshape(*batch, *leaf.shape, dtype.itemsize)
+                x = jax.lax.bitcast_convert_type(x, dtype)
+            else:
+                x = jax.lax.bitcast_convert_type(x.reshape(*batch, *leaf.shape), dtype)
+            out.append(x)
+        return treedef.unflatten(out)
+
+    return Packing(pack, unpack, offsets[-1])
+
+
+def state_packing(game: Game) -> Packing:
+    """The Packing of `game`'s States, as the search tree stores them."""
+    return packing(jax.eval_shape(game.init, jax.random.key(0)))
+
+
 def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
-    def recurrent_fn(params: Params, key: Array, action: Array, states: State):
+    packed = state_packing(game)
+
+    def recurrent_fn(params: Params, key: Array, action: Array, rows: Array):
+        states = packed.unpack(rows)
         children = jax.vmap(game.step)(states, action)
         logits, value = _evaluate(evaluate, params, children, key)
         out = mctx.RecurrentFnOutput(
@@ -147,7 +208,7 @@ def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
             prior_logits=logits,
             value=value,
         )
-        return out, children
+        return out, packed.pack(children)
 
     return recurrent_fn
 
@@ -184,7 +245,9 @@ def search_tree(
     explore: bool | Array = True,
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
-    """`run_search`, also returning the mctx search tree (for analysis and tests)."""
+    """`run_search`, also returning the mctx search tree (for analysis and tests). Its
+    embeddings hold the States packed (`state_packing(game).unpack` reads them); with chance
+    nodes, decision nodes' States and chance nodes' Afterstates (`_afterstate_packing`)."""
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:
@@ -195,7 +258,9 @@ def search_tree(
     root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
 
     logits, value = _evaluate(evaluate, params, states, root_key)
-    root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
+    root = mctx.RootFnOutput(
+        prior_logits=logits, value=value, embedding=state_packing(game).pack(states)
+    )
     if config.algorithm == "gumbel":
         gumbel = dict(
             num_simulations=sims,
@@ -316,7 +381,10 @@ def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
     one evaluation per outcome) or the backed-up value of one outcome drawn from the
     probabilities ("sampled": one evaluation, for evaluators as noisy as a random playout)."""
 
-    def decision_fn(params: Params, key: Array, action: Array, states: State):
+    packed, packed_after = state_packing(game), _afterstate_packing(game)
+
+    def decision_fn(params: Params, key: Array, action: Array, rows: Array):
+        states = packed.unpack(rows)
         after = jax.vmap(game.afterstate)(states, action)
         probs = jax.vmap(game.chance_probs)(after)  # [B, C]
         logp = jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny))
@@ -337,13 +405,23 @@ def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
         if chance_value != "sampled":
             backed = (probs * backed.reshape(probs.shape)).sum(-1)
         out = mctx.DecisionRecurrentFnOutput(chance_logits=logp, afterstate_value=backed)
-        return out, Afterstate(state=after, mover=states.current_player)
+        return out, packed_after.pack(Afterstate(state=after, mover=states.current_player))
 
     return decision_fn
 
 
+def _afterstate_packing(game: Game) -> Packing:
+    """The Packing of `game`'s Afterstates, as the search tree stores them."""
+    state = jax.eval_shape(game.init, jax.random.key(0))
+    after = jax.eval_shape(game.afterstate, state, jnp.int32(0))
+    return packing(Afterstate(state=after, mover=state.current_player))
+
+
 def _chance_fn(game: Game, evaluate: Evaluator):
-    def chance_fn(params: Params, key: Array, outcome: Array, after: Afterstate):
+    packed, packed_after = state_packing(game), _afterstate_packing(game)
+
+    def chance_fn(params: Params, key: Array, outcome: Array, rows: Array):
+        after = packed_after.unpack(rows)
         children = jax.vmap(game.step_chance)(after.state, outcome)
         logits, value = _evaluate(evaluate, params, children, key)
         # the edge's parent as `reward` and `discount` read it: the player who moved
@@ -354,7 +432,7 @@ def _chance_fn(game: Game, evaluate: Evaluator):
             reward=jax.vmap(reward)(movers, children),
             discount=jax.vmap(discount)(movers, children),
         )
-        return out, children
+        return out, packed.pack(children)
 
     return chance_fn
 
@@ -362,11 +440,11 @@ def _chance_fn(game: Game, evaluate: Evaluator):
 @struct.dataclass
 class _Node:
     """A node's embedding in the tree with chance nodes: a decision node's State (`state`) or a
-    chance node's Afterstate (`after`). The other field holds what the step of the other kind
-    made of the parent (both steps run for every node) and is never read."""
+    chance node's Afterstate (`after`), each packed. The other field holds what the step of the
+    other kind made of the parent (both steps run for every node) and is never read."""
 
-    state: State
-    after: Afterstate
+    state: Array  # uint8 [B, state_packing(game).size]
+    after: Array  # uint8 [B, _afterstate_packing(game).size]
     decision: Array  # bool: a decision node
 
 

@@ -29,6 +29,7 @@ from azjax.search import (
     run_search,
     search_evaluations,
     search_tree,
+    state_packing,
 )
 from azjax.selfplay import SelfPlayConfig, make_rollout
 from games.core import mover_rewards, random_legal_action
@@ -443,7 +444,8 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
     @jax.jit
     def both(states):
         logits, value = _evaluate(evaluate, None, states, key)
-        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
+        rows = state_packing(game).pack(states)
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=rows)
         invalid = ~states.legal_action_mask
         theirs = mctx.stochastic_muzero_policy(
             None, key, root, decide, roll, sims, invalid_actions=invalid, dirichlet_fraction=0.0

@@ -16,7 +16,7 @@ import pytest
 from helpers import index, random_trajectories, uniform_evaluator
 
 import games
-from azjax.search import SearchConfig, run_search, search_tree
+from azjax.search import SearchConfig, packing, run_search, search_tree, state_packing
 
 ALGORITHMS = ("gumbel", "puct")
 # Every game, at small sizes where the game has them (compilation is what costs here).
@@ -37,6 +37,42 @@ def adversarial_evaluator(params, states, key):
     noise = jax.random.normal(logit_key, legal.shape)
     logits = jnp.where(legal, noise, 8.0 + noise)
     return logits, jax.random.uniform(value_key, legal.shape[:1], minval=-1.0, maxval=1.0)
+
+
+@pytest.mark.parametrize("name,kwargs", ALL_GAMES, ids=[g[0] for g in ALL_GAMES])
+def test_states_pack_into_byte_rows_and_back_exactly(name, kwargs):
+    """The search tree's packed States: random games' States [T + 1, B] become one uint8 row
+    each, the bytes of their fields, and come back field for field, eagerly and under jit."""
+    game = games.make(name, **kwargs)
+    _, states = random_trajectories(game, jax.random.key(3), 4, 12)
+    packed = state_packing(game)
+    rows = jax.jit(packed.pack)(states)
+    leaves = jax.tree.leaves(states)
+    assert rows.dtype == jnp.uint8 and rows.shape == (13, 4, packed.size)
+    assert packed.size == sum(x[0, 0].size * x.dtype.itemsize for x in leaves)
+    for back in (packed.unpack(rows), jax.jit(packed.unpack)(rows)):
+        assert jax.tree.structure(back) == jax.tree.structure(states)
+        for x, y in zip(jax.tree.leaves(back), leaves, strict=True):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_array_equal(x, y)
+    # One State alone (no batch axis) too, and distinct States give distinct rows.
+    one = jax.tree.map(lambda x: x[5, 2], states)
+    np.testing.assert_array_equal(packed.pack(one), rows[5, 2])
+    assert len({bytes(r) for r in np.asarray(rows[:, 0])}) > 1
+
+
+def test_a_state_field_that_cannot_be_packed_is_named():
+    template = {"board": jnp.zeros(3, jnp.int8), "rng": jax.random.key(0)}
+    with pytest.raises(ValueError, match=r"\['rng'\] is key<fry>.*at most 4 bytes"):
+        packing(template)
+    with pytest.raises(ValueError, match=r"\['score'\] is float64"):
+        packing({"board": jnp.zeros(3, jnp.int8), "score": np.zeros((), np.float64)})
+    # bfloat16 and the rest of the 1, 2 and 4 byte types pack
+    mixed = {"a": jnp.arange(3, dtype=jnp.bfloat16), "b": jnp.int16(-7), "c": jnp.uint8(9)}
+    back = packing(mixed).unpack(packing(mixed).pack(mixed))
+    for key, x in mixed.items():
+        assert back[key].dtype == x.dtype
+        np.testing.assert_array_equal(back[key], x)
 
 
 def stack_states(states):
@@ -92,8 +128,9 @@ def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
     np.testing.assert_allclose(out.policy.sum(-1), 1.0, rtol=1e-5)
 
     expanded = tree.node_visits > 0  # [B, nodes]
-    node_legal = tree.embeddings.legal_action_mask  # [B, nodes, A]
-    node_done = tree.embeddings.terminated
+    nodes = jax.tree.map(np.asarray, state_packing(game).unpack(tree.embeddings))
+    node_legal = nodes.legal_action_mask  # [B, nodes, A]
+    node_done = nodes.terminated
     visited = tree.children_visits > 0  # [B, nodes, A]
     live = expanded & ~node_done
     assert live.sum() > 6, "the search never went below the root"
@@ -104,8 +141,8 @@ def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
     has_child = child >= 0
     b_idx = np.arange(6)[:, None, None]
     child_done = node_done[b_idx, np.maximum(child, 0)]
-    child_player = tree.embeddings.current_player[b_idx, np.maximum(child, 0)]
-    parent_player = tree.embeddings.current_player[..., None]
+    child_player = nodes.current_player[b_idx, np.maximum(child, 0)]
+    parent_player = nodes.current_player[..., None]
     expected = np.where(child_done, 0.0, np.where(child_player == parent_player, 1.0, -1.0))
     np.testing.assert_array_equal(tree.children_discounts[has_child], expected[has_child])
     # Below a terminal node nothing happens: reward 0 (its value stays 0).
