@@ -172,6 +172,14 @@ def _check_init(game: Game, keys: jax.Array) -> None:
     batched = _call(game, "jax.jit(jax.vmap(init))", jax.jit(jax.vmap(game.init)), keys)
     for field in _FIELDS:
         _require(hasattr(eager, field), game, f"the State has no `{field}` field")
+    for path, leaf in jax.tree_util.tree_flatten_with_path(eager)[0]:
+        kind = leaf.dtype
+        _require(
+            not jax.dtypes.issubdtype(kind, jax.dtypes.extended) and kind.itemsize <= 4,
+            game,
+            f"State{jax.tree_util.keystr(path)} must hold bools, integers or floats of at most "
+            f"4 bytes (a key as its uint32 `jax.random.key_data`), got {kind}",
+        )
     _require(_same(eager, jitted), game, "init(key) differs eagerly and under jit")
     _require(_same(eager, _index(batched, 0)), game, "init(key) differs eagerly and under vmap")
     _require(int(eager.current_player) == 0, game, "player 0 must move first")

@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import GAME_CONFIGS, config_id
+from flax import struct
 
 import games
-from games import core
+from games import core, tictactoe
 from games.core import IllegalMoveError, mover_rewards
 from games.testing import check_game
 from games.tictactoe import TicTacToe
@@ -157,6 +158,19 @@ class _FloatBoard(TicTacToe):
         return super().board(state).astype(jnp.float32)
 
 
+@struct.dataclass
+class _KeyedState(tictactoe.State):
+    rng: jax.Array
+
+
+class _TypedKey(TicTacToe):
+    """Keeps a typed PRNG key in its State, which the search tree cannot store as bytes."""
+
+    def init(self, key):
+        fields = dataclasses.asdict(super().init(key))
+        return _KeyedState(**fields, rng=key)
+
+
 class _NoText(TicTacToe):
     def render(self, state):
         return None
@@ -203,6 +217,7 @@ BROKEN = [
     (_SecondFirst, "player 0 must move first"),
     (_IntegerHeuristic, r"heuristic\(state, player\) must be a float32 scalar, got int32"),
     (_FloatBoard, "board must be an integer array"),
+    (_TypedKey, r"State.rng must hold bools, integers or floats of at most 4 bytes.*key<fry>"),
     (_NoText, r"render\(state\) must return a str"),
     (_MirroredActions, "symmetry rot90 does not commute with step"),
     (_Backwards, r"parse_action\(format_action\(0\)\) gave 8"),
