@@ -54,9 +54,11 @@ for side, row in [("base", row) for row in base] + [("now", row) for row in curr
     old = reference.get(tuple(row[k] for k in key))
     evals = row.get("evaluations_per_s")
     gain = f"{evals / old['evaluations_per_s']:.2f}" if evals and old and side == "now" else "-"
-    peak = row.get("fraction_of_peak")
+    peak, ratio = row.get("fraction_of_peak"), row.get("ratio")  # none with --kernels-only
     print(f"{row['game']:<12}{row['net']:>7}{row['batch']:>6}{row['sims']:>5}"
           f"{row['algorithm']:>7}  {side + ' ' + row.get('norm', '?'):>10}"
-          f"{evals or 0:>11.0f}{gain:>7}{'-' if peak is None else f'{100 * peak:.1f}':>7}"
-          f"{row.get('ratio', 0):>6.2f}{row.get('kernels_per_simulation_step') or '-':>9}")
+          f"{f'{evals:.0f}' if evals else '-':>11}{gain:>7}"
+          f"{'-' if peak is None else f'{100 * peak:.1f}':>7}"
+          f"{'-' if ratio is None else f'{ratio:.2f}':>6}"
+          f"{row.get('kernels_per_simulation_step') or '-':>9}")
 EOF

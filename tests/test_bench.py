@@ -161,6 +161,8 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
         ["now", "none"],
     ]
     assert [int(line.split()[-1]) for line in table[1:]] == [layer, layer, none]
+    # nothing was timed: no evaluations/s, gain, peak or ratio, not zeros
+    assert all(line.split()[7:11] == ["-"] * 4 for line in table[1:])
     for baseline in (tmp_path, tmp_path / "missing"):
         command = ["bash", script, str(baseline), str(out)]
         refused = subprocess.run(command, capture_output=True, text=True)
