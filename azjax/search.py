@@ -157,12 +157,12 @@ def packing(template: Any) -> Packing:
     leaves = [leaf for _, leaf in paths]
     for path, leaf in paths:
         dtype = leaf.dtype
-        if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) or dtype.itemsize > 4:
+        if dtype.itemsize > 4:  # typed PRNG keys are 8 or 16
             raise ValueError(
                 f"{jax.tree_util.keystr(path) or 'the tree'} is {dtype}: a searched State "
                 "holds bools, integers and floats of at most 4 bytes (a key as its uint32 data)"
             )
-    widths = [math.prod(x.shape) * jnp.dtype(x.dtype).itemsize for x in leaves]
+    widths = [math.prod(x.shape) * x.dtype.itemsize for x in leaves]
     offsets = [0, *itertools.accumulate(widths)]
 
     def pack(tree: Any) -> Array:

@@ -175,7 +175,7 @@ def _check_init(game: Game, keys: jax.Array) -> None:
     for path, leaf in jax.tree_util.tree_flatten_with_path(eager)[0]:
         kind = leaf.dtype
         _require(
-            not jax.dtypes.issubdtype(kind, jax.dtypes.extended) and kind.itemsize <= 4,
+            kind.itemsize <= 4,  # typed PRNG keys are 8 or 16
             game,
             f"State{jax.tree_util.keystr(path)} must hold bools, integers or floats of at most "
             f"4 bytes (a key as its uint32 `jax.random.key_data`), got {kind}",
