@@ -176,7 +176,7 @@ def packing(template: Any) -> Packing:
     def unpack(rows: Array) -> Any:
         batch, out = rows.shape[:-1], []
         for leaf, start, stop in zip(leaves, offsets[:-1], offsets[1:], strict=True):
-            x, dtype = rows[..., start:stop], jnp.dtype(leaf.dtype)
+            x, dtype = rows[..., start:stop], leaf.dtype
             if dtype == jnp.bool_:
                 x = x.reshape(*batch, *leaf.shape) != 0
             elif dtype.itemsize > 1:  # the bytes of each element on a last axis
