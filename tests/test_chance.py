@@ -22,10 +22,12 @@ from azjax.config import ConfigError, load_config
 from azjax.search import (
     CHANCE_VALUES,
     SearchConfig,
+    _afterstate_packing,
     _chance_fn,
     _chance_tree,
     _decision_fn,
     _evaluate,
+    _Node,
     run_search,
     search_evaluations,
     search_tree,
@@ -270,6 +272,41 @@ def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm, chance_val
         assert legal[np.arange(16), np.asarray(a.action)].all()
         np.testing.assert_allclose(np.asarray(a.policy).sum(-1), 1.0, rtol=1e-5)
         assert not np.asarray(a.policy)[~legal].any()
+
+
+@pytest.mark.parametrize(("algorithm", "chance_value"), CHANCE_SEARCHES)
+def test_chance_tree_stores_each_node_as_its_edge_made_it(algorithm, chance_value):
+    """In the packed tree every chance node holds the Afterstate of its parent's State and move
+    (with that State's mover), and every decision node below a chance node holds `step_chance`
+    of its parent's Afterstate with the outcome of its edge: the rolled State, not another."""
+    game = games.make("pgx:backgammon")
+    _, tree = _chance_search(algorithm, chance_value)(_positions(game), jnp.bool_(True))
+    nodes = tree.embeddings
+    if isinstance(nodes, _Node):  # Gumbel's tree; PUCT's is mctx's StochasticRecurrentState
+        rows, after_rows, decision = nodes.state, nodes.after, nodes.decision
+    else:
+        rows, after_rows = nodes.state_embedding, nodes.afterstate_embedding
+        decision = nodes.is_decision_node
+    states = state_packing(game).unpack(rows)
+    afters = _afterstate_packing(game).unpack(after_rows)
+    parents, actions = np.asarray(tree.parents), np.asarray(tree.action_from_parent)
+    decision = np.asarray(decision)
+    b, n = np.nonzero(parents >= 0)
+    p, a = parents[b, n], actions[b, n]
+    moved, rolled = ~decision[b, n] & decision[b, p], decision[b, n] & ~decision[b, p]
+    assert moved.sum() > 16 and rolled.sum() > 16 and (moved | rolled).all()
+
+    def pick(tree, batch, node):
+        return jax.tree.map(lambda x: np.asarray(x)[batch, node], tree)
+
+    after = jax.vmap(game.afterstate)(pick(states, b[moved], p[moved]), jnp.asarray(a[moved]))
+    jax.tree.map(np.testing.assert_array_equal, pick(afters, b[moved], n[moved]).state, after)
+    np.testing.assert_array_equal(
+        pick(afters, b[moved], n[moved]).mover, pick(states, b[moved], p[moved]).current_player
+    )
+    outcomes = jnp.asarray(a[rolled] - game.num_actions)
+    rolled_states = jax.vmap(game.step_chance)(pick(afters, b[rolled], p[rolled]).state, outcomes)
+    jax.tree.map(np.testing.assert_array_equal, pick(states, b[rolled], n[rolled]), rolled_states)
 
 
 @pytest.mark.parametrize(
