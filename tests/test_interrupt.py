@@ -166,7 +166,9 @@ def test_training_stopped_while_compiling_leaves_no_empty_run(tmp_path):
     argv = ["-m", "azjax.cli.train", "--config", str(TICTACTOE), "--workdir", str(workdir)]
     env = _compiling(tmp_path)
     run = Running([*argv, "--cpu-devices", "1", *TINY], env=env)
-    compiling(run, "init")  # the loop, which stops after an iteration, has not begun
+    # At once, not half a second on as `compiling` waits: init compiles in about that long,
+    # and the loop, which stops after an iteration, must not have begun.
+    run.wait_for_text("Finished jaxpr to MLIR module conversion jit(init)")
     run.send(signal.SIGINT)
     code, out, err = run.finish()
     _clean(code, err)
