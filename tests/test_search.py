@@ -11,12 +11,22 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 import pytest
 from helpers import index, random_trajectories, uniform_evaluator
 
 import games
-from azjax.search import SearchConfig, packing, run_search, search_tree, state_packing
+from azjax.search import (
+    SearchConfig,
+    _evaluate,
+    packing,
+    reward,
+    run_search,
+    search_tree,
+    state_packing,
+)
+from games.core import discount
 
 ALGORITHMS = ("gumbel", "puct")
 # Every game, at small sizes where the game has them (compilation is what costs here).
@@ -59,6 +69,51 @@ def test_states_pack_into_byte_rows_and_back_exactly(name, kwargs):
     one = jax.tree.map(lambda x: x[5, 2], states)
     np.testing.assert_array_equal(packed.pack(one), rows[5, 2])
     assert len({bytes(r) for r in np.asarray(rows[:, 0])}) > 1
+
+
+def test_packing_changes_no_search_result():
+    """Gumbel search over packed States gives what mctx's own policy gives over the States
+    themselves, to the bit: moves, policies, root values and the tree's visits and values, on
+    Dots and Boxes 2x2 (the mover may move again) with root noise and random leaf values."""
+    game = games.make("dots_and_boxes", rows=2, cols=2)
+    states = live_positions(game, 6, seed=4)
+    config = SearchConfig(algorithm="gumbel", num_simulations=16)
+
+    def recurrent_fn(params, key, action, states):  # the tree holding the States themselves
+        children = jax.vmap(game.step)(states, action)
+        logits, value = _evaluate(adversarial_evaluator, params, children, key)
+        step = mctx.RecurrentFnOutput(
+            reward=jax.vmap(reward)(states, children),
+            discount=jax.vmap(discount)(states, children),
+            prior_logits=logits,
+            value=value,
+        )
+        return step, children
+
+    def unpacked(states, key):  # search_tree's keys and root, without the packing
+        root_key, _, search_key, _ = jax.random.split(key, 4)
+        logits, value = _evaluate(adversarial_evaluator, None, states, root_key)
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
+        return mctx.gumbel_muzero_policy(
+            None,
+            search_key,
+            root,
+            recurrent_fn,
+            num_simulations=config.num_simulations,
+            invalid_actions=~states.legal_action_mask,
+            max_num_considered_actions=config.max_num_considered_actions,
+            gumbel_scale=jnp.full((6, 1), config.gumbel_scale),
+        )
+
+    key = jax.random.key(5)
+    theirs = jax.jit(unpacked)(states, key)
+    ours, tree = tree_search_fn(game, "gumbel", config.num_simulations)(states, key)
+    np.testing.assert_array_equal(ours.action, theirs.action)
+    np.testing.assert_array_equal(ours.policy, theirs.action_weights)
+    np.testing.assert_array_equal(ours.root_value, theirs.search_tree.summary().value)
+    for field in ("node_visits", "node_values", "children_visits", "children_values"):
+        np.testing.assert_array_equal(getattr(tree, field), getattr(theirs.search_tree, field))
+    assert len(set(np.asarray(ours.action).tolist())) > 1
 
 
 def test_a_state_field_that_cannot_be_packed_is_named():
