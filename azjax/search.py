@@ -190,8 +190,9 @@ def packing(template: Any) -> Packing:
     return Packing(pack, unpack, offsets[-1])
 
 
+@functools.cache
 def state_packing(game: Game) -> Packing:
-    """The Packing of `game`'s States, as the search tree stores them."""
+    """The Packing of `game`'s States, as the search tree stores them (made once per game)."""
     return packing(jax.eval_shape(game.init, jax.random.key(0)))
 
 
@@ -410,8 +411,9 @@ def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
     return decision_fn
 
 
+@functools.cache
 def _afterstate_packing(game: Game) -> Packing:
-    """The Packing of `game`'s Afterstates, as the search tree stores them."""
+    """The Packing of `game`'s Afterstates, as the search tree stores them (made once per game)."""
     state = jax.eval_shape(game.init, jax.random.key(0))
     after = jax.eval_shape(game.afterstate, state, jnp.int32(0))
     return packing(Afterstate(state=after, mover=state.current_player))
