@@ -1,8 +1,11 @@
-"""Monte Carlo tree search over any game with mctx: Gumbel MuZero or PUCT (AlphaZero).
+"""Monte Carlo tree search over any game: Gumbel MuZero or PUCT (AlphaZero), as mctx has them.
 
 The tree's embedding is the game State itself, and `recurrent_fn` steps the real rules, so
 the search is exact (no learned model). The tree stores each node's State packed into one
 byte row (`Packing`), so a simulation writes and reads one array per node, not one per field.
+The policies are mctx's (`gumbel_muzero_policy`, `muzero_policy`, `stochastic_muzero_policy`):
+their selection functions and Q transforms, over the tree that `azjax.tree.search` grows as
+`mctx.search` does, with fewer kernels per level of the tree.
 Conventions, as mctx needs them:
 
 - values are from the point of view of the player to move at a node;
@@ -18,9 +21,8 @@ Conventions, as mctx needs them:
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
 
 Games with chance (`game.has_chance`: dice) are searched with chance nodes instead, over
-mctx's Stochastic MuZero tree with the real game as its model: PUCT through
-`stochastic_muzero_policy`, Gumbel through `_gumbel_chance_policy` (the same tree, built by
-`_chance_tree` from mctx's public pieces, with Gumbel MuZero's selection). A decision node
+mctx's Stochastic MuZero tree with the real game as its model (`_chance_tree`), with PUCT's
+or Gumbel MuZero's selection at its decision nodes. A decision node
 expands into the game's `afterstate` (the move played, the dice not yet rolled); an afterstate
 (a chance node) expands into `step_chance` of one outcome, chosen in proportion to the game's
 `chance_probs`, never by the State's own key, so the search cannot foresee the roll that
@@ -53,6 +55,7 @@ import jax.numpy as jnp
 import mctx
 from flax import struct
 
+from azjax.tree import search as grow_tree
 from azjax.validation import check_fields
 from games.core import Game, State, discount
 
@@ -66,6 +69,10 @@ Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
 # roll(params, key, outcome [B], afterstates [B]) -> (move logits, value, reward, discount; states).
 DecisionFn = Callable[[Params, Array, Array, State], tuple[Any, Any]]
 ChanceFn = Callable[[Params, Array, Array, Any], tuple[Any, State]]
+# grow(params, key, root, num_simulations, invalid_actions, select_root, select_move,
+# extra_data=None) -> the searched mctx.Tree, children [B, N, A]: over States, or with chance
+# nodes (`_grower`).
+Grow = Callable[..., mctx.Tree]
 
 CHANCE_VALUES = ("expected", "sampled")
 ALGORITHMS = ("gumbel", "puct")
@@ -75,7 +82,7 @@ ALGORITHMS = ("gumbel", "puct")
 class SearchConfig:
     """Search settings. `algorithm` picks Gumbel MuZero or PUCT with Dirichlet noise."""
 
-    algorithm: str = "gumbel"  # "gumbel" (mctx.gumbel_muzero_policy) | "puct" (mctx.muzero_policy)
+    algorithm: str = "gumbel"  # "gumbel" (Gumbel MuZero) | "puct" (AlphaZero's PUCT)
     num_simulations: int = 32
     max_num_considered_actions: int = 16  # Gumbel: actions sampled at the root
     gumbel_scale: float = 1.0  # Gumbel: scale of the root noise when exploring
@@ -214,6 +221,39 @@ def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
     return recurrent_fn
 
 
+def _grower(game: Game, evaluate: Evaluator, chance_value: str) -> Grow:
+    """How `game`'s tree grows: over its States by `game.step` (`azjax.tree.search`), or with
+    chance nodes (`_chance_tree`)."""
+    if game.has_chance:
+        decision_fn = _decision_fn(game, evaluate, chance_value)
+        return functools.partial(_chance_tree, decision_fn, _chance_fn(game, evaluate))
+    recurrent_fn = _recurrent_fn(game, evaluate)
+
+    def grow(
+        params,
+        key,
+        root,
+        num_simulations,
+        invalid_actions,
+        select_root,
+        select_move,
+        extra_data=None,
+    ) -> mctx.Tree:
+        return grow_tree(
+            params,
+            key,
+            root=root,
+            recurrent_fn=recurrent_fn,
+            root_action_selection_fn=select_root,
+            interior_action_selection_fn=select_move,
+            num_simulations=num_simulations,
+            invalid_actions=invalid_actions,
+            extra_data=extra_data,
+        )
+
+    return grow
+
+
 def _dirichlet_logits(key: Array, logits: Array, legal: Array, alpha: float, fraction: Array):
     """Masked root logits mixed with Dirichlet noise over the legal actions only."""
     noise = jax.random.gamma(key, alpha, logits.shape) * legal
@@ -262,20 +302,12 @@ def search_tree(
     root = mctx.RootFnOutput(
         prior_logits=logits, value=value, embedding=state_packing(game).pack(states)
     )
+    grow = _grower(game, evaluate, config.chance_value)
     if config.algorithm == "gumbel":
-        gumbel = dict(
-            num_simulations=sims,
-            invalid_actions=~legal,
-            max_num_considered_actions=config.max_num_considered_actions,
-            gumbel_scale=jnp.where(explore, config.gumbel_scale, 0.0)[:, None],
+        scale = jnp.where(explore, config.gumbel_scale, 0.0)[:, None]
+        out = _gumbel_policy(
+            params, search_key, root, grow, sims, ~legal, config.max_num_considered_actions, scale
         )
-        if game.has_chance:
-            decision_fn = _decision_fn(game, evaluate, config.chance_value)
-            chance_fn = _chance_fn(game, evaluate)
-            out = _gumbel_chance_policy(params, search_key, root, decision_fn, chance_fn, **gumbel)
-        else:
-            recurrent_fn = _recurrent_fn(game, evaluate)
-            out = mctx.gumbel_muzero_policy(params, search_key, root, recurrent_fn, **gumbel)
         # Sampled moves are sequential halving's pick under the Gumbel noise (a Gumbel-max
         # sample); greedy moves drop the noise from the final score.
         visits = out.search_tree.summary().visit_counts
@@ -288,23 +320,12 @@ def search_tree(
     else:
         fraction = jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None]
         noisy = _dirichlet_logits(noise_key, logits, legal, config.dirichlet_alpha, fraction)
-        common = dict(
-            num_simulations=sims,
-            invalid_actions=~legal,
-            dirichlet_fraction=0.0,  # the noise above is restricted to legal actions
-            pb_c_init=config.pb_c_init,
-        )
         root = root.replace(prior_logits=noisy)
-        if game.has_chance:
-            decision_fn = _decision_fn(game, evaluate, config.chance_value)
-            chance_fn = _chance_fn(game, evaluate)
-            out = mctx.stochastic_muzero_policy(
-                params, search_key, root, decision_fn, chance_fn, **common
-            )
-        else:
-            recurrent_fn = _recurrent_fn(game, evaluate)
-            out = mctx.muzero_policy(params, search_key, root, recurrent_fn, **common)
-        visits = out.search_tree.summary().visit_counts.astype(jnp.float32)
+        tree = _puct_tree(params, search_key, root, grow, sims, ~legal, config.pb_c_init)
+        out = mctx.PolicyOutput(
+            action=None, action_weights=tree.summary().visit_probs, search_tree=tree
+        )
+        visits = tree.summary().visit_counts.astype(jnp.float32)
         # Ties in visit counts go to the higher prior.
         greedy = jnp.argmax(
             jnp.where(legal, visits + 0.5 * jax.nn.softmax(logits), -jnp.inf), axis=-1
@@ -524,20 +545,21 @@ def _chance_selection(
 
 
 def _chance_tree(
+    decision_fn: DecisionFn,
+    chance_fn: ChanceFn,
     params: Params,
     key: Array,
     root: mctx.RootFnOutput,
-    decision_fn: DecisionFn,
-    chance_fn: ChanceFn,
     num_simulations: int,
     invalid_actions: Array,
     select_root: mctx.RootActionSelectionFn,
     select_move: mctx.InteriorActionSelectionFn,
     extra_data: Any = None,
 ) -> mctx.Tree:
-    """`mctx.search` over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs
-    it, with any selection of moves: `select_root` at the root, `select_move` at the other
-    decision nodes. Returns the tree with its children cut to the moves (children [B, N, A])."""
+    """The search over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs it
+    (a `Grow` once given its two steps), with any selection of moves: `select_root` at the
+    root, `select_move` at the other decision nodes. Returns the tree with its children cut to
+    the moves (children [B, N, A])."""
     num_actions = root.prior_logits.shape[-1]
     batch = root.prior_logits.shape[0]
     decided, after = jax.eval_shape(
@@ -559,9 +581,9 @@ def _chance_tree(
         del depth
         return select_root(key, tree, node)
 
-    tree = mctx.search(
-        params=params,
-        rng_key=key,
+    tree = grow_tree(
+        params,
+        key,
         root=tree_root,
         recurrent_fn=_chance_recurrent_fn(decision_fn, chance_fn, num_actions, num_outcomes),
         root_action_selection_fn=functools.partial(
@@ -575,32 +597,35 @@ def _chance_tree(
     return _children(tree, slice(None, num_actions))
 
 
-def _gumbel_chance_policy(
+def _masked(logits: Array, invalid_actions: Array) -> Array:
+    """Root logits as mctx's policies mask them: the best at 0, invalid actions at `finfo.min`."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
+
+
+def _gumbel_policy(
     params: Params,
     key: Array,
     root: mctx.RootFnOutput,
-    decision_fn: DecisionFn,
-    chance_fn: ChanceFn,
+    grow: Grow,
     num_simulations: int,
     invalid_actions: Array,
     max_num_considered_actions: int,
     gumbel_scale: Array,
 ) -> mctx.PolicyOutput:
-    """Gumbel MuZero's search over the tree with chance nodes (`_chance_tree`):
-    `mctx.gumbel_muzero_policy` with `mctx.stochastic_muzero_policy`'s chance nodes. The root
-    runs sequential halving over Gumbel-sampled moves, interior decision nodes Gumbel's
-    deterministic selection; the move and the policy target (softmax of prior logits +
-    completed Q) are Gumbel MuZero's. PUCT with few simulations visits a move or two of a dice
-    position's many; sequential halving visits the sampled ones in turn."""
-    gumbel_key, search_key = jax.random.split(key)
+    """`mctx.gumbel_muzero_policy` over `grow`'s tree: sequential halving over Gumbel-sampled
+    moves at the root, Gumbel's deterministic selection at interior decision nodes; the move
+    and the policy target (softmax of prior logits + completed Q) are Gumbel MuZero's. (With
+    chance nodes: PUCT with few simulations visits a move or two of a dice position's many;
+    sequential halving visits the sampled ones in turn.)"""
+    root = root.replace(prior_logits=_masked(root.prior_logits, invalid_actions))
+    search_key, gumbel_key = jax.random.split(key)
     gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape)
     qtransform = mctx.qtransform_completed_by_mix_value
-    tree = _chance_tree(
+    tree = grow(
         params,
         search_key,
         root,
-        decision_fn,
-        chance_fn,
         num_simulations,
         invalid_actions,
         select_root=functools.partial(
@@ -619,12 +644,35 @@ def _gumbel_chance_policy(
     # sequential halving's final pick: the best Gumbel + logit + completed Q among the most
     # visited moves (mctx's `score_considered`, kept private there)
     considered = visits == jnp.max(visits, axis=-1, keepdims=True)
-    logits = root.prior_logits - jnp.max(root.prior_logits, axis=-1, keepdims=True)
-    score = jnp.maximum(-1e9, gumbel + logits + completed) + jnp.where(considered, 0, -jnp.inf)
+    score = jnp.maximum(-1e9, gumbel + root.prior_logits + completed)
+    score = score + jnp.where(considered, 0, -jnp.inf)
     return mctx.PolicyOutput(
         action=jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1),
-        action_weights=jax.nn.softmax(
-            jnp.where(invalid_actions, -jnp.inf, root.prior_logits + completed)
-        ),
+        action_weights=jax.nn.softmax(_masked(root.prior_logits + completed, invalid_actions)),
         search_tree=tree,
+    )
+
+
+def _puct_tree(
+    params: Params,
+    key: Array,
+    root: mctx.RootFnOutput,
+    grow: Grow,
+    num_simulations: int,
+    invalid_actions: Array,
+    pb_c_init: float,
+) -> mctx.Tree:
+    """`mctx.muzero_policy`'s tree (its own Dirichlet noise off: the root's logits carry
+    azjax's) over `grow`'s tree: PUCT's selection with mctx's defaults but `pb_c_init`."""
+    tiny = jnp.finfo(root.prior_logits.dtype).tiny
+    prior = jnp.log(jnp.maximum(jax.nn.softmax(root.prior_logits), tiny))
+    select = functools.partial(mctx.muzero_action_selection, pb_c_init=pb_c_init)
+    return grow(
+        params,
+        jax.random.split(key, 3)[2],  # mctx's key for the search
+        root.replace(prior_logits=_masked(prior, invalid_actions)),
+        num_simulations,
+        invalid_actions,
+        select_root=functools.partial(select, depth=0),
+        select_move=select,
     )

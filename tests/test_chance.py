@@ -498,11 +498,11 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
             qtransform=mctx.qtransform_by_parent_and_siblings,
         )
         ours = _chance_tree(
+            decide,
+            roll,
             None,
             jax.random.split(key, 3)[2],
             root.replace(prior_logits=prior),
-            decide,
-            roll,
             sims,
             invalid,
             select_root=functools.partial(select, depth=0),
