@@ -11,7 +11,7 @@ as the batch's deepest walk, so one level's kernels are what a batched search re
   through a `lax.cond` on the depth, which under `vmap` runs both the root's selection (for
   Gumbel MuZero, sequential halving) and the interior one at every level.
 - The walk down records its path, and the walk up is no loop: the values that the path's
-  nodes receive, reward + discount * the value below, are one reverse scan of the edges' maps
+  nodes receive, reward + discount * the value below, come from one scan of the edges' maps
   x -> r + d x, and the tree's four statistics (node values and visits, children's values and
   visits) are written for the whole path in one scatter each. The scan sums in another order
   than mctx's loop, so the two agree to the bit where the discounts are 0 or +-1 and rewards
@@ -175,11 +175,17 @@ def _expand(
     )
 
 
-def _compose(inner: tuple[Array, Array], outer: tuple[Array, Array]) -> tuple[Array, Array]:
-    """Edges' maps x -> r + d x (`(d, r)`) composed, `outer` after `inner` (the edge below it),
-    as a reverse `associative_scan` pairs them."""
-    (d_in, r_in), (d_out, r_out) = inner, outer
-    return d_out * d_in, r_out + d_out * r_in
+def _composed(discounts: Array, rewards: Array) -> tuple[Array, Array]:
+    """The maps x -> r + d x of a path's edges [B, N], each composed with all those below it:
+    `(scale, shift)` [B, N], edge k's `shift + scale x` = f_k(f_k+1(...f_N-1(x))). A scan that
+    doubles its reach each step (log2 N steps, each one elementwise pass over the path)."""
+    reach = 1
+    while reach < discounts.shape[1]:
+        below_d = jnp.concatenate([discounts[:, reach:], jnp.ones_like(discounts[:, :reach])], 1)
+        below_r = jnp.concatenate([rewards[:, reach:], jnp.zeros_like(rewards[:, :reach])], 1)
+        discounts, rewards = discounts * below_d, rewards + discounts * below_r
+        reach *= 2
+    return discounts, rewards
 
 
 def _backward(tree: mctx.Tree, nodes: Array, actions: Array, depth: Array) -> mctx.Tree:
@@ -196,10 +202,8 @@ def _backward(tree: mctx.Tree, nodes: Array, actions: Array, depth: Array) -> mc
     discounts = tree.children_discounts[rows[:, None], parents, edges]
     leaf_value = tree.node_values[rows, nodes[rows, depth]]
     # The value each ancestor receives, reward + discount * the value below, from the leaf
-    # up: the edges' maps x -> r + d x composed by a reverse scan (past the leaf, x -> x).
-    rewards = jnp.where(on_path, rewards, 0)
-    discounts = jnp.where(on_path, discounts, 1)
-    scale, shift = jax.lax.associative_scan(_compose, (discounts, rewards), reverse=True, axis=1)
+    # up: the edges' maps x -> r + d x composed (past the leaf, x -> x).
+    scale, shift = _composed(jnp.where(on_path, discounts, 1), jnp.where(on_path, rewards, 0))
     backed = shift + scale * leaf_value[:, None]
 
     count = tree.node_visits[rows[:, None], parents]
