@@ -310,9 +310,10 @@ def search_tree(
         )
         # Sampled moves are sequential halving's pick under the Gumbel noise (a Gumbel-max
         # sample); greedy moves drop the noise from the final score.
-        visits = out.search_tree.summary().visit_counts
+        tree, weights = out.search_tree, out.action_weights
+        visits = tree.summary().visit_counts
         q = jax.vmap(mctx.qtransform_completed_by_mix_value, in_axes=(0, None))(
-            out.search_tree, out.search_tree.ROOT_INDEX
+            tree, tree.ROOT_INDEX
         )
         most = visits == visits.max(-1, keepdims=True)
         greedy = jnp.argmax(jnp.where(most & legal, logits + q, -jnp.inf), axis=-1)
@@ -322,9 +323,7 @@ def search_tree(
         noisy = _dirichlet_logits(noise_key, logits, legal, config.dirichlet_alpha, fraction)
         root = root.replace(prior_logits=noisy)
         tree = _puct_tree(params, search_key, root, grow, sims, ~legal, config.pb_c_init)
-        out = mctx.PolicyOutput(
-            action=None, action_weights=tree.summary().visit_probs, search_tree=tree
-        )
+        weights = tree.summary().visit_probs
         visits = tree.summary().visit_counts.astype(jnp.float32)
         # Ties in visit counts go to the higher prior.
         greedy = jnp.argmax(
@@ -335,14 +334,14 @@ def search_tree(
         )
         action = jnp.where(sample, sampled, greedy)
     if config.sample_cutoff is not None:
-        action = _cut(out.search_tree, action, greedy, config.sample_cutoff)
+        action = _cut(tree, action, greedy, config.sample_cutoff)
     live = legal.any(-1)
     output = SearchOutput(
         action=jnp.where(live, action, 0).astype(jnp.int32),
-        policy=jnp.where(live[:, None], out.action_weights, 0.0).astype(jnp.float32),
-        root_value=jnp.where(live, out.search_tree.summary().value, 0.0).astype(jnp.float32),
+        policy=jnp.where(live[:, None], weights, 0.0).astype(jnp.float32),
+        root_value=jnp.where(live, tree.summary().value, 0.0).astype(jnp.float32),
     )
-    return output, out.search_tree
+    return output, tree
 
 
 def _cut(tree: mctx.Tree, action: Array, greedy: Array, cutoff: float) -> Array:
