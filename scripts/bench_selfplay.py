@@ -16,7 +16,8 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   instructions XLA launches per iteration of the search's loop over simulations
   (`benchlib.loop_kernels`: fusions, convolutions and dots, library calls, copies, scatters
   and gathers; nested loops with a known trip count as often as they run, the tree walks'
-  once: their share is `data_dependent_loop_kernels`), by kind. The count is the backend's
+  once: their share is `data_dependent_loop_kernels`, the table's `k/level`, the kernels
+  each level of the tree costs), by kind. The count is the backend's
   own: a CPU fuses otherwise than a GPU. `--kernels-only` compiles and counts, times nothing;
 - network evaluations/s in self-play, the network's FLOPs per evaluation (`network_flops`)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
@@ -375,7 +376,8 @@ def main(argv: list[str]) -> None:
     global clock
     clock = CLOCK[args.clock]
     rows = []
-    header = f"{'game':<15}{'net':>6}{'norm':>6}{'B':>6}{'sims':>6}{'alg':>8}{'kern/sim':>9}"
+    header = f"{'game':<15}{'net':>6}{'norm':>6}{'B':>6}{'sims':>6}{'alg':>8}{'k/level':>8}"
+    header += f"{'kern/sim':>9}"
     if not args.kernels_only:
         header += f"{'sims/s':>11}{'pos/s':>9}{'net s':>8}{'ratio':>7}{'targets':>8}"
         header += "" if args.no_plain else f"{'plain pos/s':>12}{'wasted':>7}{'gain':>6}"
@@ -393,8 +395,9 @@ def main(argv: list[str]) -> None:
             net = f"{blocks}x{channels}"
             r = bench_point(game, blocks, channels, norm, batch, sims, algorithm, args)
             rows.append(r)
-            kernels = r["kernels_per_simulation_step"]
+            kernels, split = r["kernels_per_simulation_step"], r["simulation_step_kernels"]
             line = f"{name:<15}{net:>6}{norm:>6}{batch:>6}{sims:>6}{algorithm:>8}"
+            line += f"{'-' if split is None else split['data_dependent_loop_kernels']:>8}"
             line += f"{'-' if kernels is None else kernels:>9}"
             if "selfplay_s" in r:
                 line += (

@@ -49,7 +49,7 @@ base, current = (json.load(open(path))["results"] for path in sys.argv[1:])
 key = ("game", "net", "dtype", "batch", "sims", "algorithm")
 reference = {tuple(row[k] for k in key): row for row in base}
 print(f"{'game':<12}{'net':>7}{'B':>6}{'sims':>5}{'alg':>7}  {'norm':>10}{'evals/s':>11}"
-      f"{'x base':>7}{'% peak':>7}{'ratio':>6}{'kern/sim':>9}")
+      f"{'x base':>7}{'% peak':>7}{'ratio':>6}{'k/level':>8}{'kern/sim':>9}")
 for side, row in [("base", row) for row in base] + [("now", row) for row in current]:
     old = reference.get(tuple(row[k] for k in key))
     evals = row.get("evaluations_per_s")
@@ -60,5 +60,6 @@ for side, row in [("base", row) for row in base] + [("now", row) for row in curr
           f"{f'{evals:.0f}' if evals else '-':>11}{gain:>7}"
           f"{'-' if peak is None else f'{100 * peak:.1f}':>7}"
           f"{'-' if ratio is None else f'{ratio:.2f}':>6}"
+          f"{(row.get('simulation_step_kernels') or {}).get('data_dependent_loop_kernels', '-'):>8}"
           f"{row.get('kernels_per_simulation_step') or '-':>9}")
 EOF

@@ -161,6 +161,14 @@ def test_selfplay_bench_counts_fewer_kernels_per_simulation_without_normalisatio
         ["now", "none"],
     ]
     assert [int(line.split()[-1]) for line in table[1:]] == [layer, layer, none]
+    # the loops over the tree's levels: their kernels per level, beside the count
+    level = {n: rows[n]["simulation_step_kernels"]["data_dependent_loop_kernels"] for n in rows}
+    assert [int(line.split()[-2]) for line in table[1:]] == [
+        level["layer"],
+        level["layer"],
+        level["none"],
+    ]
+    assert 0 < level["layer"] < layer and 0 < level["none"] < none
     # nothing was timed: no evaluations/s, gain, peak or ratio, not zeros
     assert all(line.split()[7:11] == ["-"] * 4 for line in table[1:])
     for baseline in (tmp_path, tmp_path / "missing"):
