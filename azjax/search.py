@@ -230,14 +230,14 @@ def _grower(game: Game, evaluate: Evaluator, chance_value: str) -> Grow:
     recurrent_fn = _recurrent_fn(game, evaluate)
 
     def grow(
-        params,
-        key,
-        root,
-        num_simulations,
-        invalid_actions,
-        select_root,
-        select_move,
-        extra_data=None,
+        params: Params,
+        key: Array,
+        root: mctx.RootFnOutput,
+        num_simulations: int,
+        invalid_actions: Array,
+        select_root: mctx.RootActionSelectionFn,
+        select_move: mctx.InteriorActionSelectionFn,
+        extra_data: Any = None,
     ) -> mctx.Tree:
         return grow_tree(
             params,
