@@ -5,7 +5,8 @@
 #
 #   scripts/fresh_machine.sh CONFIG OUT [MINUTES] [KEY=VALUE ...]
 #
-#   MINUTES    training's wall clock (default 8); then it stops as on Ctrl-C, saving a checkpoint
+#   MINUTES    training's wall clock (default 8); then SIGTERM stops it as Ctrl-C does, saving a
+#              checkpoint (a shell's background jobs ignore SIGINT; none ignores SIGTERM)
 #   KEY=VALUE  config overrides, e.g. train.init_from=OUT_BEFORE/model.azjax to continue a run
 #
 # OUT receives bench.json, model.azjax, metrics.jsonl, curve.png and, where `azjax-eval
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 config=$1 out=$2
@@ -52,11 +53,16 @@ fi
 
 step "train: $minutes minutes of $config"
 status=0
-timeout -s INT -k 120 "${minutes}m" "$py" -m azjax.cli.train --config "$config" --workdir "$run" \
+timeout -s TERM -k 120 "${minutes}m" "$py" -m azjax.cli.train --config "$config" --workdir "$run" \
     --quiet "$@" || status=$?
 if [[ $status -ne 0 && $status -ne 124 ]]; then  # 124: stopped by the clock, checkpoint saved
     echo "fresh_machine.sh: training failed (exit $status)" >&2
     exit "$status"
+fi
+if ! ls "$run/checkpoints" 2>/dev/null | grep -qx '[0-9]*'; then  # no step saved
+    echo "fresh_machine.sh: the clock ($minutes minutes) ran out before training's first" \
+        "checkpoint (compilation and the first iteration): give it more MINUTES" >&2
+    exit 1
 fi
 
 step "export: $out/model.azjax"

@@ -396,7 +396,8 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     script, out = str(ROOT / "scripts" / "fresh_machine.sh"), tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "BENCH": "0", "SOLVER": "0"}
     overrides = [*TINY, "train.iterations=100000"]  # only the clock stops it
-    command = ["bash", script, str(ROOT / "configs" / "tictactoe.yaml"), str(out), "0.1"]
+    # The clock leaves room for compilation and the first iteration on a slow shared machine.
+    command = ["bash", script, str(ROOT / "configs" / "tictactoe.yaml"), str(out), "0.4"]
     result = subprocess.run(
         [*command, *overrides], capture_output=True, text=True, timeout=600, env=env
     )
@@ -416,3 +417,14 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     assert refused.returncode == 2 and "MINUTES must be a positive number, got '0'" in (
         refused.stderr
     )
+    # A clock too short for the first checkpoint (0.6 s: not even the imports) is named.
+    short = subprocess.run(
+        [*command[:3], str(tmp_path / "short"), "0.01", *overrides],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert short.returncode == 1 and "ran out before training's first checkpoint" in (
+        short.stderr
+    )
+    assert not (tmp_path / "short" / "model.azjax").exists()
