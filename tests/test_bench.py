@@ -424,7 +424,5 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
         text=True,
         env=env,
     )
-    assert short.returncode == 1 and "ran out before training's first checkpoint" in (
-        short.stderr
-    )
+    assert short.returncode == 1 and "ran out before training's first checkpoint" in (short.stderr)
     assert not (tmp_path / "short" / "model.azjax").exists()
