@@ -116,6 +116,22 @@ def test_ctrl_c_while_xla_compiles_exits_130_not_a_crash(tmp_path):
     assert err.strip().splitlines()[-1] == "azjax-eval: interrupted", err
 
 
+def test_ctrl_c_while_the_console_script_loads_jax_exits_130(tmp_path):
+    """While JAX loads, a KeyboardInterrupt was often lost (dropped in one of its callbacks:
+    the command then ran on) or aborted the process inside an extension; the console script
+    notes the signal and stops before the command starts."""
+    script = pathlib.Path(sys.executable).parent / "azjax-train"
+    workdir = tmp_path / "run"
+    argv = [str(script), "--config", str(TICTACTOE), "--workdir", str(workdir), *TINY]
+    run = Running(argv, env={"PYTHONPROFILEIMPORTTIME": "1"})  # each import, as it finishes
+    run.wait_for_text(" jax._src.lib\n")  # jax itself goes on loading
+    run.send(signal.SIGINT)
+    code, _out, err = run.finish(timeout=60)
+    _clean(code, err)
+    assert err.strip().splitlines()[-1] == "azjax-train: interrupted", err
+    assert not workdir.exists()  # stopped before the command began
+
+
 def test_sigterm_keeps_a_matchs_finished_batches(tmp_path):
     result, planned = tmp_path / "match.json", 100_000
     argv = ["-m", "azjax.cli.evaluate", "--game", "tictactoe", "--a", "mcts:4", "--b", "random"]

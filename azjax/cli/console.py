@@ -1,0 +1,56 @@
+"""The console scripts (`azjax-train`, ...): each command's `main`, with Ctrl-C and SIGTERM
+heeded from the first import on.
+
+JAX and the rest take seconds to load, and a KeyboardInterrupt raised while they load is often
+lost: Python drops one raised in a garbage-collector or weak-reference callback (JAX and the
+import system have them), and one raised inside an extension's initialisation aborts the
+process. So while the command's module loads, a signal is only noted (a second one ends the
+process at once); once it has loaded, a noted signal ends the command with INTERRUPTED and one
+line, before anything else runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from azjax.cli import INTERRUPTED, STOP_SIGNALS, leave
+
+
+def _program(prog: str, module: str) -> Callable[[], int | None]:
+    """The console script `prog`: `azjax.cli.<module>.main()`."""
+
+    def start() -> int | None:
+        received: list[int] = []
+
+        def note(signum: int, frame: Any) -> None:
+            if received:
+                leave(INTERRUPTED)
+            received.append(signum)
+
+        previous = {  # a signal ignored at the start (nohup, a background job) stays ignored
+            sig: signal.signal(sig, note)
+            for sig in STOP_SIGNALS
+            if signal.getsignal(sig) is not signal.SIG_IGN
+        }
+        try:
+            main = importlib.import_module(f"azjax.cli.{module}").main
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if received:
+            print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
+            return INTERRUPTED
+        return main()
+
+    return start
+
+
+train = _program("azjax-train", "train")
+evaluate = _program("azjax-eval", "evaluate")
+play = _program("azjax-play", "play")
+serve = _program("azjax-serve", "serve")
+export = _program("azjax-export", "export")
