@@ -12,6 +12,7 @@ import pytest
 from helpers import ROOT
 
 from azjax.cli import BAD_INPUT, FAILED, INTERRUPTED, OK
+from azjax.cli.console import COMMANDS
 
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
 
@@ -44,13 +45,14 @@ USAGE_CASES = [
 
 
 def _module(command: str) -> str:
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    return scripts[command].split(":")[0]
+    return f"azjax.cli.{COMMANDS[command]}"
 
 
 def test_the_statuses_are_the_documented_ones():
     assert (OK, FAILED, BAD_INPUT, INTERRUPTED) == (0, 1, 2, 130)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    # every console script runs its command through azjax.cli.console
+    assert scripts == {command: f"azjax.cli.console:{name}" for command, name in COMMANDS.items()}
     assert {command for command, _, _ in BAD_INPUT_CASES} == set(scripts)  # every command
     assert {command for command, _, _ in USAGE_CASES} == set(scripts)
 

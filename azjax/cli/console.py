@@ -19,9 +19,20 @@ from typing import Any
 
 from azjax.cli import INTERRUPTED, STOP_SIGNALS, leave
 
+# Each console script's command module in azjax.cli; pyproject.toml's [project.scripts] points
+# `azjax-train` at `azjax.cli.console:train`, and so on.
+COMMANDS = {
+    "azjax-train": "train",
+    "azjax-eval": "evaluate",
+    "azjax-play": "play",
+    "azjax-serve": "serve",
+    "azjax-export": "export",
+}
 
-def _program(prog: str, module: str) -> Callable[[], int | None]:
-    """The console script `prog`: `azjax.cli.<module>.main()`."""
+
+def _program(prog: str) -> Callable[[], int | None]:
+    """The console script `prog`: `azjax.cli.<COMMANDS[prog]>.main()`."""
+    module = COMMANDS[prog]
 
     def start() -> int | None:
         received: list[int] = []
@@ -49,8 +60,8 @@ def _program(prog: str, module: str) -> Callable[[], int | None]:
     return start
 
 
-train = _program("azjax-train", "train")
-evaluate = _program("azjax-eval", "evaluate")
-play = _program("azjax-play", "play")
-serve = _program("azjax-serve", "serve")
-export = _program("azjax-export", "export")
+train = _program("azjax-train")
+evaluate = _program("azjax-eval")
+play = _program("azjax-play")
+serve = _program("azjax-serve")
+export = _program("azjax-export")
