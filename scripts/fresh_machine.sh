@@ -59,7 +59,8 @@ if [[ $status -ne 0 && $status -ne 124 ]]; then  # 124: stopped by the clock, ch
     echo "fresh_machine.sh: training failed (exit $status)" >&2
     exit "$status"
 fi
-if ! ls "$run/checkpoints" 2>/dev/null | grep -qx '[0-9]*'; then  # no step saved
+saved=("$run"/checkpoints/[0-9]*)  # the steps saved (the pattern itself where none is)
+if [[ ! -e ${saved[0]} ]]; then
     echo "fresh_machine.sh: the clock ($minutes minutes) ran out before training's first" \
         "checkpoint (compilation and the first iteration): give it more MINUTES" >&2
     exit 1
