@@ -121,6 +121,7 @@ def test_ctrl_c_while_the_console_script_loads_jax_exits_130(tmp_path):
     the command then ran on) or aborted the process inside an extension; the console script
     notes the signal and stops before the command starts."""
     script = pathlib.Path(sys.executable).parent / "azjax-train"
+    assert script.is_file(), f"no console script {script}: `make test` installs azjax in .venv"
     workdir = tmp_path / "run"
     argv = [str(script), "--config", str(TICTACTOE), "--workdir", str(workdir), *TINY]
     run = Running(argv, env={"PYTHONPROFILEIMPORTTIME": "1"})  # each import, as it finishes
