@@ -69,9 +69,10 @@ Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
 # roll(params, key, outcome [B], afterstates [B]) -> (move logits, value, reward, discount; states).
 DecisionFn = Callable[[Params, Array, Array, State], tuple[Any, Any]]
 ChanceFn = Callable[[Params, Array, Array, Any], tuple[Any, State]]
-# grow(params, key, root, num_simulations, invalid_actions, select_root, select_move,
-# extra_data=None) -> the searched mctx.Tree, children [B, N, A]: over States, or with chance
-# nodes (`_grower`).
+# grow(params, rng_key, *, root, root_action_selection_fn, interior_action_selection_fn,
+# num_simulations, invalid_actions, extra_data=None) -> the searched mctx.Tree, children
+# [B, N, A]: `azjax.tree.search` over States given its `recurrent_fn`, or with chance nodes
+# (`_grower`).
 Grow = Callable[..., mctx.Tree]
 
 CHANCE_VALUES = ("expected", "sampled")
@@ -227,31 +228,7 @@ def _grower(game: Game, evaluate: Evaluator, chance_value: str) -> Grow:
     if game.has_chance:
         decision_fn = _decision_fn(game, evaluate, chance_value)
         return functools.partial(_chance_tree, decision_fn, _chance_fn(game, evaluate))
-    recurrent_fn = _recurrent_fn(game, evaluate)
-
-    def grow(
-        params: Params,
-        key: Array,
-        root: mctx.RootFnOutput,
-        num_simulations: int,
-        invalid_actions: Array,
-        select_root: mctx.RootActionSelectionFn,
-        select_move: mctx.InteriorActionSelectionFn,
-        extra_data: Any = None,
-    ) -> mctx.Tree:
-        return grow_tree(
-            params,
-            key,
-            root=root,
-            recurrent_fn=recurrent_fn,
-            root_action_selection_fn=select_root,
-            interior_action_selection_fn=select_move,
-            num_simulations=num_simulations,
-            invalid_actions=invalid_actions,
-            extra_data=extra_data,
-        )
-
-    return grow
+    return functools.partial(grow_tree, recurrent_fn=_recurrent_fn(game, evaluate))
 
 
 def _dirichlet_logits(key: Array, logits: Array, legal: Array, alpha: float, fraction: Array):
@@ -547,22 +524,23 @@ def _chance_tree(
     decision_fn: DecisionFn,
     chance_fn: ChanceFn,
     params: Params,
-    key: Array,
+    rng_key: Array,
+    *,
     root: mctx.RootFnOutput,
+    root_action_selection_fn: mctx.RootActionSelectionFn,
+    interior_action_selection_fn: mctx.InteriorActionSelectionFn,
     num_simulations: int,
     invalid_actions: Array,
-    select_root: mctx.RootActionSelectionFn,
-    select_move: mctx.InteriorActionSelectionFn,
     extra_data: Any = None,
 ) -> mctx.Tree:
     """The search over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs it
-    (a `Grow` once given its two steps), with any selection of moves: `select_root` at the
-    root, `select_move` at the other decision nodes. Returns the tree with its children cut to
+    (a `Grow` once given its two steps), with any selection of moves: one at the root, one at
+    the other decision nodes. Returns the tree with its children cut to
     the moves (children [B, N, A])."""
     num_actions = root.prior_logits.shape[-1]
     batch = root.prior_logits.shape[0]
     decided, after = jax.eval_shape(
-        decision_fn, params, key, jnp.zeros(batch, jnp.int32), root.embedding
+        decision_fn, params, rng_key, jnp.zeros(batch, jnp.int32), root.embedding
     )
     num_outcomes = decided.chance_logits.shape[-1]
     tree_root = root.replace(
@@ -578,17 +556,17 @@ def _chance_tree(
 
     def root_selection(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
         del depth
-        return select_root(key, tree, node)
+        return root_action_selection_fn(key, tree, node)
 
     tree = grow_tree(
         params,
-        key,
+        rng_key,
         root=tree_root,
         recurrent_fn=_chance_recurrent_fn(decision_fn, chance_fn, num_actions, num_outcomes),
         root_action_selection_fn=functools.partial(
             _chance_selection(root_selection, num_actions), depth=0
         ),
-        interior_action_selection_fn=_chance_selection(select_move, num_actions),
+        interior_action_selection_fn=_chance_selection(interior_action_selection_fn, num_actions),
         num_simulations=num_simulations,
         invalid_actions=invalid_actions,
         extra_data=extra_data,
@@ -624,16 +602,16 @@ def _gumbel_policy(
     tree = grow(
         params,
         search_key,
-        root,
-        num_simulations,
-        invalid_actions,
-        select_root=functools.partial(
+        root=root,
+        num_simulations=num_simulations,
+        invalid_actions=invalid_actions,
+        root_action_selection_fn=functools.partial(
             mctx.gumbel_muzero_root_action_selection,
             num_simulations=num_simulations,
             max_num_considered_actions=max_num_considered_actions,
             qtransform=qtransform,
         ),
-        select_move=functools.partial(
+        interior_action_selection_fn=functools.partial(
             mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
         ),
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
@@ -669,9 +647,9 @@ def _puct_tree(
     return grow(
         params,
         jax.random.split(key, 3)[2],  # mctx's key for the search
-        root.replace(prior_logits=_masked(prior, invalid_actions)),
-        num_simulations,
-        invalid_actions,
-        select_root=functools.partial(select, depth=0),
-        select_move=select,
+        root=root.replace(prior_logits=_masked(prior, invalid_actions)),
+        num_simulations=num_simulations,
+        invalid_actions=invalid_actions,
+        root_action_selection_fn=functools.partial(select, depth=0),
+        interior_action_selection_fn=select,
     )

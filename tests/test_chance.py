@@ -502,11 +502,11 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
             roll,
             None,
             jax.random.split(key, 3)[2],
-            root.replace(prior_logits=prior),
-            sims,
-            invalid,
-            select_root=functools.partial(select, depth=0),
-            select_move=select,
+            root=root.replace(prior_logits=prior),
+            num_simulations=sims,
+            invalid_actions=invalid,
+            root_action_selection_fn=functools.partial(select, depth=0),
+            interior_action_selection_fn=select,
         )
         return theirs, ours
 
