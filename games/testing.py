@@ -43,6 +43,10 @@ def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) ->
     actions, states = _random_games(game, init_keys, jax.random.fold_in(key, 1))
     actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
     _check_fields(game, states)
+    # The checks below need the plies up to the first where every game has ended and one
+    # no-op ply after it: the rest repeat it (a long `max_game_length` costs nothing more).
+    end = int(np.argmax(states.terminated.all(axis=1)))
+    actions, states = actions[: end + 1], _index(states, slice(0, end + 2))
     _check_rewards(game, states)
     _check_eager_matches_batched(game, init_keys[0], actions[:, 0], _index(states, slice(None), 0))
     obs = _check_views(game, states)

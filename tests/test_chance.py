@@ -299,13 +299,17 @@ def test_chance_tree_stores_each_node_as_its_edge_made_it(algorithm, chance_valu
     def pick(tree, batch, node):
         return jax.tree.map(lambda x: np.asarray(x)[batch, node], tree)
 
-    after = jax.vmap(game.afterstate)(pick(states, b[moved], p[moved]), jnp.asarray(a[moved]))
+    after = jax.jit(jax.vmap(game.afterstate))(
+        pick(states, b[moved], p[moved]), jnp.asarray(a[moved])
+    )
     jax.tree.map(np.testing.assert_array_equal, pick(afters, b[moved], n[moved]).state, after)
     np.testing.assert_array_equal(
         pick(afters, b[moved], n[moved]).mover, pick(states, b[moved], p[moved]).current_player
     )
     outcomes = jnp.asarray(a[rolled] - game.num_actions)
-    rolled_states = jax.vmap(game.step_chance)(pick(afters, b[rolled], p[rolled]).state, outcomes)
+    rolled_states = jax.jit(jax.vmap(game.step_chance))(
+        pick(afters, b[rolled], p[rolled]).state, outcomes
+    )
     jax.tree.map(np.testing.assert_array_equal, pick(states, b[rolled], n[rolled]), rolled_states)
 
 
