@@ -56,9 +56,13 @@ def _unstack(states):
     return [index(states, i) for i in range(states.current_player.shape[0])]
 
 
-def _choose(agent, states, key):
+def _choose(agent, states, key, optimised: bool = False):
+    """`agent`'s moves in `states`, vmapped. `optimised`: compiled at XLA's level 2, for long
+    searches (the suite compiles at level 0, whose programs run several times slower)."""
     keys = jax.random.split(key, states.current_player.shape[0])
-    return np.asarray(jax.jit(jax.vmap(agent.fn, (None, 0, 0)))(agent.params, states, keys))
+    choose = jax.jit(jax.vmap(agent.fn, (None, 0, 0))).lower(agent.params, states, keys)
+    options = {"xla_backend_optimization_level": 2} if optimised else None
+    return np.asarray(choose.compile(compiler_options=options)(agent.params, states, keys))
 
 
 def _stack(states):
@@ -80,7 +84,7 @@ def test_alphabeta_plays_optimal_tictactoe_moves():
     game = games.make("tictactoe")
     states = _live_states(game, jax.random.key(1), 12, 8)
     assert set(states.current_player.tolist()) == {0, 1}
-    moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2))
+    moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2), True)
     for state, move in zip(_unstack(states), moves, strict=True):
         board = tuple(int(v) for v in np.asarray(state.board))
         mover = 1 if int(state.current_player) == 0 else -1

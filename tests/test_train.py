@@ -390,21 +390,23 @@ def test_loss_masks_policy_without_full_search():
     mask, value = jnp.array([True, True, False, False]), jnp.array([1.0, -1, 0, 0])
     batch = Batch(obs, good, mask, value, jnp.zeros(4))
     noisy = batch.replace(policy=batch.policy.at[2:].set(jnp.full((2, 9), 1 / 9)))
-    _, m1 = loss_fn(trainer.network, params, batch, config.optim)
-    _, m2 = loss_fn(trainer.network, params, noisy, config.optim)
+    # Jitted, as eager calls compile each operation apart (hundreds of tiny programs).
+    loss = jax.jit(lambda p, b: loss_fn(trainer.network, p, b, config.optim))
+    _, m1 = loss(params, batch)
+    _, m2 = loss(params, noisy)
     assert float(m1["policy_loss"]) == float(m2["policy_loss"])  # masked rows ignored
     # The KL to the targets: the cross-entropy less the targets' entropy, 0 for one-hot ones
     # (the uniform targets of the masked rows count for nothing).
     assert float(m1["policy_kl"]) == float(m2["policy_kl"]) == float(m1["policy_loss"])
-    logits, value = trainer.network.apply(params, obs)
+    logits, value = jax.jit(trainer.network.apply)(params, obs)
     expected = -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(2), jnp.array([0, 1])])
     np.testing.assert_allclose(m1["policy_loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(m1["value_loss"], jnp.mean((value - batch.value) ** 2), rtol=1e-5)
-    total = m1["policy_loss"] + 2 * m1["value_loss"] + 0.01 * l2_penalty(params)
+    total = m1["policy_loss"] + 2 * m1["value_loss"] + 0.01 * jax.jit(l2_penalty)(params)
     np.testing.assert_allclose(m1["loss"], total, rtol=1e-6)  # optim.value_weight and optim.l2
     # A step reports the gradient's norm (before clipping), not the update's.
     optimizer = make_optimizer(config.optim, 100)
     step = make_train_step(trainer.network, optimizer, config.optim)
-    _, _, metrics = step(params, optimizer.init(params), batch)
-    grads = jax.grad(lambda p: loss_fn(trainer.network, p, batch, config.optim)[0])(params)
+    _, _, metrics = jax.jit(step)(params, jax.jit(optimizer.init)(params), batch)
+    grads = jax.jit(jax.grad(lambda p: loss(p, batch)[0]))(params)
     np.testing.assert_allclose(metrics["grad_norm"], optax.tree.norm(grads), rtol=1e-5)
