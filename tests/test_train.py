@@ -127,9 +127,9 @@ def test_two_iterations_end_to_end(two_iterations):
     assert not np.array_equal(*keys)  # each iteration draws from a new key
 
     # The loss fell: the trained parameters fit a fixed batch of the buffer better.
-    batch = make_sampler(trainer.game, 256)(state.buffer, jax.random.key(5))
-    before = loss_fn(trainer.network, initial, batch, config.optim)[1]
-    after = loss_fn(trainer.network, state.params, batch, config.optim)[1]
+    batch = jax.jit(make_sampler(trainer.game, 256))(state.buffer, jax.random.key(5))
+    loss = jax.jit(lambda params: loss_fn(trainer.network, params, batch, config.optim)[1])
+    before, after = loss(initial), loss(state.params)
     assert after["loss"] < before["loss"]
     assert after["policy_loss"] < before["policy_loss"]
 
