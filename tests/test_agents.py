@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import index, random_trajectories, write_tiny_run
+from helpers import compile_optimised, index, random_trajectories, write_tiny_run
 
 import games
 from azjax import agents, arena, specs
@@ -57,12 +57,11 @@ def _unstack(states):
 
 
 def _choose(agent, states, key, optimised: bool = False):
-    """`agent`'s moves in `states`, vmapped. `optimised`: compiled at XLA's level 2, for long
-    searches (the suite compiles at level 0, whose programs run several times slower)."""
+    """`agent`'s moves in `states`, vmapped; `optimised`: see helpers.compile_optimised."""
     keys = jax.random.split(key, states.current_player.shape[0])
-    choose = jax.jit(jax.vmap(agent.fn, (None, 0, 0))).lower(agent.params, states, keys)
-    options = {"xla_backend_optimization_level": 2} if optimised else None
-    return np.asarray(choose.compile(compiler_options=options)(agent.params, states, keys))
+    choose, args = jax.vmap(agent.fn, (None, 0, 0)), (agent.params, states, keys)
+    choose = compile_optimised(choose, *args) if optimised else jax.jit(choose)
+    return np.asarray(choose(*args))
 
 
 def _stack(states):

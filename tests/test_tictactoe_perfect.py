@@ -7,7 +7,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from helpers import load_script
+from helpers import compile_optimised, load_script
 
 import games
 from azjax import agents, model, solver, zoo
@@ -91,11 +91,7 @@ def test_the_zoo_model_keeps_the_result_in_every_position(positions, spec, monke
     agent = agents.make(spec, game)
     states = solver.replay(game, positions)
     keys = jax.random.split(jax.random.key(0), len(positions))
-    # 4,520 searches: compiled at XLA's level 2 (the suite's level 0 runs them several times
-    # slower than the compile it saves).
-    choose = jax.jit(jax.vmap(agent.__call__)).lower(states, keys)
-    choose = choose.compile(compiler_options={"xla_backend_optimization_level": 2})
-    moves = np.asarray(choose(states, keys))
+    moves = np.asarray(compile_optimised(jax.vmap(agent.__call__), states, keys)(states, keys))
     lost = []
     for p, move in zip(positions, moves, strict=True):
         board = _board(p.moves)
