@@ -83,7 +83,7 @@ def test_alphabeta_plays_optimal_tictactoe_moves():
     game = games.make("tictactoe")
     states = _live_states(game, jax.random.key(1), 12, 8)
     assert set(states.current_player.tolist()) == {0, 1}
-    moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2), True)
+    moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2), optimised=True)
     for state, move in zip(_unstack(states), moves, strict=True):
         board = tuple(int(v) for v in np.asarray(state.board))
         mover = 1 if int(state.current_player) == 0 else -1
