@@ -127,6 +127,7 @@ class _Signals:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.interrupt: KeyboardInterrupt | None = None  # the one raised, kept: see _handle
         self.stopped = False
         self._previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
@@ -143,7 +144,11 @@ class _Signals:
             again.start()
             return
         self.received = signum
-        raise KeyboardInterrupt
+        # Kept until the process ends (every path after a signal ends in `leave`): freeing its
+        # traceback frees the interrupted JAX call's frames, and their objects, while XLA's
+        # threads still use them, which crashes (SIGSEGV) now and then.
+        self.interrupt = KeyboardInterrupt()
+        raise self.interrupt
 
     def restore(self, leaving: bool) -> None:
         """The handlers from before; when `leaving`, ones that end the process at once."""
