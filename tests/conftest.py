@@ -30,8 +30,12 @@ os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".st
 import jax  # noqa: E402  (after XLA_FLAGS)
 
 CACHE_DIR = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
+# Every program is kept, however fast it compiled: the suite compiles many small programs more
+# than once (in both workers, and again in the command lines it starts, which inherit the
+# environment), and reading one back costs less than compiling it.
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 os.environ.setdefault("AZJAX_JAX_CACHE", str(CACHE_DIR))
 
 # Every game and size the suite checks against the shared contract (tests/test_contract.py).

@@ -119,7 +119,7 @@ from azjax.train import train_and_evaluate
 from azjax.trainer import make_trainer, restore, resume, starting_point, stopped_run
 
 jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # as tests/conftest.py
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # as tests/conftest.py
 devices = jax.devices()
 workdir = pathlib.Path(sys.argv[1])
 config = load_config(sys.argv[2], sys.argv[3:])

@@ -38,11 +38,14 @@ def compilation_cache_dir() -> str:
 
 
 def use_compilation_cache() -> None:
-    """Turn on JAX's persistent compilation cache in `compilation_cache_dir()`."""
+    """Turn on JAX's persistent compilation cache in `compilation_cache_dir()`, keeping programs
+    that took a second or more to compile (`$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` sets
+    another bound)."""
     import jax  # JAX loads slowly: deferred so that --help answers at once
 
     jax.config.update("jax_compilation_cache_dir", compilation_cache_dir())
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def bad_input(prog: str, message: str) -> int:
