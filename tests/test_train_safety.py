@@ -356,6 +356,20 @@ def test_the_compilation_cache_lives_in_the_user_cache(monkeypatch, tmp_path):
     assert compilation_cache_dir() == str(tmp_path / "mine")
 
 
+@pytest.mark.parametrize("setting, kept", [(None, 1.0), ("2.5", 2.5)])
+def test_the_commands_keep_programs_of_a_second_unless_jax_is_told_otherwise(setting, kept):
+    """The command lines cache programs that compiled in a second or more; a user's
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS wins (a fresh interpreter: JAX reads it once)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"}
+    if setting is not None:
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = setting
+    code = "import jax; from azjax.cli import use_compilation_cache as u; u(); "
+    code += "print(jax.config.jax_persistent_cache_min_compile_time_secs)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == kept
+
+
 def test_checkpoints_in_progress_are_cleaned_up(tmp_path):
     leftover = tmp_path / "checkpoints" / "4.orbax-checkpoint-tmp-1234" / "state"
     leftover.mkdir(parents=True)
