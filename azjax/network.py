@@ -200,6 +200,7 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
 
 
 def init_params(network: PolicyValueNet, game: Game, key: Array):
-    """Fresh float32 parameters for `network` (a pytree)."""
+    """Fresh float32 parameters for `network` (a pytree). Jitted: called eagerly, flax's
+    initialisers would compile each operation as a program of its own."""
     obs = jnp.zeros((1, *game.observation_shape), jnp.float32)
-    return network.init(key, obs)
+    return jax.jit(network.init)(key, obs)
