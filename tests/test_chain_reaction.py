@@ -139,8 +139,14 @@ def critical_mass(rows: int, cols: int) -> np.ndarray:
 
 
 @functools.cache
+@functools.cache
 def jitted_step(game):
     return jax.jit(game.step)
+
+
+@functools.cache
+def jitted_observe(game):
+    return jax.jit(game.observe)
 
 
 # ----------------------------------------------------------------------------- random games
@@ -347,7 +353,7 @@ def test_invariants_along_games(size, choices):
     rows, cols = size
     game = games.make("chain_reaction", rows=rows, cols=cols)
     mass = critical_mass(rows, cols)
-    step, observe = jitted_step(game), jax.jit(game.observe)
+    step, observe = jitted_step(game), jitted_observe(game)
     state = game.init(jax.random.key(0))
     for move, choice in enumerate(choices):
         legal = game.legal_actions(state)
