@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -200,8 +201,10 @@ def test_command_line_game_and_saved_record(tmp_path):
         cwd=ROOT,
         timeout=600,
         check=False,
+        env={**os.environ, "AZJAX_JAX_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr
+    assert any((tmp_path / "cache").iterdir())  # the next game starts compiled
     assert "\x1b[" not in proc.stdout  # not a terminal: plain text
     assert proc.stdout.startswith("connect4: you are O, random is X.")  # --as second
     assert proc.stdout.index("random (X) plays") < proc.stdout.index("Your move (O)")

@@ -21,7 +21,13 @@ from typing import Any, TextIO
 
 import games
 from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command
+from azjax.cli import (
+    INTERRUPTED,
+    bad_input,
+    check_interrupt,
+    run_command,
+    use_compilation_cache,
+)
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
 from games import IllegalMoveError
@@ -186,6 +192,7 @@ def _main(argv: Sequence[str] | None) -> None:
         args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
         sys.exit(bad_input("azjax-play", f"error: {err}"))
+    use_compilation_cache()  # a second game starts without compiling the agent again
     session: Session | None = None
     status = 0
     try:
