@@ -85,9 +85,11 @@ class TrainConfig:
     # the latest parameters (search.*, no root noise) and get that search's policy target; the
     # buffer then stores each position's game State. 0: off.
     reanalyse_fraction: float = 0.0
-    # A model file (azjax-export) or zoo:NAME whose parameters start the run in place of random
-    # ones (same game and network shape; the optimizer, buffer and schedule start afresh). A
-    # resumed run continues from its checkpoint instead. "": random parameters.
+    # A model (WORKDIR[@STEP], a model file of azjax-export, zoo:NAME) whose parameters start
+    # the run in place of random ones (same game and network shape; the optimizer, buffer and
+    # schedule start afresh, unless the file carries a stopped run's continuation, `azjax-export
+    # --resumable`, which the run then continues). A resumed run continues from its checkpoint
+    # instead. "": random parameters.
     init_from: str = ""
 
     def __post_init__(self) -> None:

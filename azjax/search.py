@@ -34,11 +34,13 @@ Its conventions add to those above:
 - the chance edge afterstate -> state carries the move's reward for its mover and the discount
   0 into a terminal state, +1 when the mover moves again, -1 when the other player moves;
 - an afterstate's value is the expectation over its outcomes of `reward + discount * value`,
-  every outcome's State evaluated (`chance_outcomes` evaluations per expanded node);
+  every outcome's State evaluated (`chance_outcomes` evaluations per expanded node), under
+  `chance_value="expected"`; under "sampled", that of one outcome drawn by its probability;
 - moves and policy targets are chosen as on a deterministic game, by the config's algorithm.
 
 The evaluator decides what a leaf is worth: `network_evaluator` uses the policy/value net; the
-arena builds pure MCTS on the same `run_search` with random rollouts as its evaluator.
+agents build pure MCTS (`agents.mcts_agent`) on the same `run_search` with random rollouts as
+its evaluator.
 """
 
 from __future__ import annotations
@@ -265,7 +267,8 @@ def search_tree(
 ) -> tuple[SearchOutput, mctx.Tree]:
     """`run_search`, also returning the mctx search tree (for analysis and tests). Its
     embeddings hold the States packed (`state_packing(game).unpack` reads them); with chance
-    nodes, decision nodes' States and chance nodes' Afterstates (`_afterstate_packing`)."""
+    nodes, a `_Node` each: decision nodes' States and chance nodes' Afterstates
+    (`_afterstate_packing`)."""
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:

@@ -2,8 +2,9 @@
 
 One iteration is one jitted call, donating the whole training state:
 
-    self-play chunk (latest parameters) -> replay buffer -> K gradient steps on uniform,
-    symmetry-augmented batches (once the buffer holds `replay.min_size` positions)
+    self-play chunk (latest parameters; the best ones under gating) -> replay buffer -> K
+    gradient steps on uniform, symmetry-augmented batches (once the buffer holds
+    `replay.min_size` positions)
 
 The same code runs on every device count: the state is placed on a one-axis mesh (games,
 batches and the replay buffer's shards split over devices, parameters replicated) and the

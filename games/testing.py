@@ -26,7 +26,7 @@ def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) ->
     """Check `game` against the contract on `num_games` random games played to the end.
 
     Checked: attributes (`players`, `colours`, `marks`, `sizes`, `move_order`); `init`,
-    `step`, `observe`, `board` and `heuristic` eagerly, under jit and under vmap;
+    `step`, `observe` and `board` eagerly, under jit and under vmap, `heuristic` under both;
     the State's contract fields and the observation's shape and dtype; games end within
     `max_game_length`; rewards are zero-sum, +-1 or 0, and only on the final transition;
     stepping a finished game is a no-op with zero rewards; an illegal action makes the mover
