@@ -42,6 +42,7 @@ dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import flax.linen as nn
 import jax
@@ -200,7 +201,12 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
 
 
 def init_params(network: PolicyValueNet, game: Game, key: Array):
-    """Fresh float32 parameters for `network` (a pytree). Jitted: called eagerly, flax's
-    initialisers would compile each operation as a program of its own."""
-    obs = jnp.zeros((1, *game.observation_shape), jnp.float32)
-    return jax.jit(network.init)(key, obs)
+    """Fresh float32 parameters for `network` (a pytree)."""
+    return _init(network, key, game.observation_shape)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _init(network: PolicyValueNet, key: Array, shape: tuple[int, ...]):
+    """flax's `init` as one program per network and observation shape: called eagerly, it
+    compiles each operation as a program of its own."""
+    return network.init(key, jnp.zeros((1, *shape), jnp.float32))
