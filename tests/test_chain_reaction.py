@@ -139,7 +139,6 @@ def critical_mass(rows: int, cols: int) -> np.ndarray:
 
 
 @functools.cache
-@functools.cache
 def jitted_step(game):
     return jax.jit(game.step)
 
