@@ -21,13 +21,7 @@ from typing import Any, TextIO
 
 import games
 from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
-from azjax.cli import (
-    INTERRUPTED,
-    bad_input,
-    check_interrupt,
-    run_command,
-    use_compilation_cache,
-)
+from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
 from games import IllegalMoveError
