@@ -72,9 +72,9 @@ Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
 DecisionFn = Callable[[Params, Array, Array, State], tuple[Any, Any]]
 ChanceFn = Callable[[Params, Array, Array, Any], tuple[Any, State]]
 # grow(params, rng_key, *, root, root_action_selection_fn, interior_action_selection_fn,
-# num_simulations, invalid_actions, extra_data=None) -> the searched mctx.Tree, children
-# [B, N, A]: `azjax.tree.search` over States given its `recurrent_fn`, or with chance nodes
-# (`_grower`).
+# num_simulations, invalid_actions, extra_data=None, deterministic_interior=False) -> the
+# searched mctx.Tree, children [B, N, A]: `azjax.tree.search` over States given its
+# `recurrent_fn`, or with chance nodes (`_grower`).
 Grow = Callable[..., mctx.Tree]
 
 CHANCE_VALUES = ("expected", "sampled")
@@ -535,10 +535,12 @@ def _chance_tree(
     num_simulations: int,
     invalid_actions: Array,
     extra_data: Any = None,
+    deterministic_interior: bool = False,
 ) -> mctx.Tree:
     """The search over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs it
     (a `Grow` once given its two steps), with any selection of moves: one at the root, one at
-    the other decision nodes. Returns the tree with its children cut to
+    the other decision nodes (`deterministic_interior` as `azjax.tree.search` has it: the
+    selection at chance nodes is). Returns the tree with its children cut to
     the moves (children [B, N, A])."""
     num_actions = root.prior_logits.shape[-1]
     batch = root.prior_logits.shape[0]
@@ -573,6 +575,7 @@ def _chance_tree(
         num_simulations=num_simulations,
         invalid_actions=invalid_actions,
         extra_data=extra_data,
+        deterministic_interior=deterministic_interior,
     )
     return _children(tree, slice(None, num_actions))
 
@@ -581,6 +584,15 @@ def _masked(logits: Array, invalid_actions: Array) -> Array:
     """Root logits as mctx's policies mask them: the best at 0, invalid actions at `finfo.min`."""
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
+
+
+def keeps_actions() -> bool:
+    """Whether Gumbel's search keeps each node's next action and walks down with no loop over
+    the tree's levels (`azjax.tree.search`'s `deterministic_interior`): on accelerators, where
+    each level of a loop costs its kernels' launches and a round trip to the host; not on the
+    CPU, where a level costs neither and the kept actions' batched passes are more work
+    (docs/learning.md, "Kept actions")."""
+    return jax.default_backend() != "cpu"
 
 
 def _gumbel_policy(
@@ -618,6 +630,7 @@ def _gumbel_policy(
             mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
         ),
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
+        deterministic_interior=keeps_actions(),  # Gumbel's selection ignores key and depth
     )
     visits = tree.summary().visit_counts
     completed = jax.vmap(qtransform, in_axes=(0, None))(tree, tree.ROOT_INDEX)

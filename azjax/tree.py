@@ -16,6 +16,15 @@ as the batch's deepest walk, so one level's kernels are what a batched search re
   visits) are written for the whole path in one scatter each. The scan sums in another order
   than mctx's loop, so the two agree to the bit where the discounts are 0 or +-1 and rewards
   come on a game's last move alone, as the game contract has them; otherwise to rounding.
+- Where the interior selection ignores its key and depth (Gumbel MuZero's: a function of the
+  node's statistics alone) and `deterministic_interior` says so, each node's next action is
+  kept in a [B, N] array, recomputed for the path's nodes after each backup (the only nodes
+  whose statistics changed) in batched passes of `SPAN` positions, and the walk down is no
+  loop either: each node's successor is its kept action's child, and the path from the root
+  follows by pointer doubling (log2 N passes of gathers). A search of up to `SPAN` simulations
+  then has no loop whose length depends on the tree, at the cost of selecting at every path
+  position: more arithmetic, fewer launches and no host round trips (azjax keeps the actions
+  off the CPU: `azjax.search.keeps_actions`).
 
 The random keys are split as mctx splits them, so selections that draw from them (PUCT's tie
 breaks) draw the same numbers.
@@ -31,6 +40,9 @@ import jax.numpy as jnp
 import mctx
 
 Array = jax.Array
+# Path positions in one batched pass of `_choose`: a search of up to 128 simulations (every
+# shipped self-play search) takes one pass and no loop.
+SPAN = 128
 
 
 def search(
@@ -44,12 +56,15 @@ def search(
     num_simulations: int,
     invalid_actions: Array | None = None,
     extra_data: Any = None,
+    deterministic_interior: bool = False,
 ) -> mctx.Tree:
     """`mctx.search` with its default depth limit (`num_simulations`): the tree [B, N =
     num_simulations + 1] after `num_simulations` simulations from `root` ([B, A] prior
     logits, [B] values, [B, ...] embeddings). Selection functions and `recurrent_fn` are
     mctx's: `root_action_selection_fn(key, tree, node)` and `interior_action_selection_fn(key,
-    tree, node, depth)` over one unbatched tree; `invalid_actions` is bool [B, A] at the root."""
+    tree, node, depth)` over one unbatched tree; `invalid_actions` is bool [B, A] at the root.
+    `deterministic_interior` says the interior selection ignores its key and depth (Gumbel
+    MuZero's), so each node's action is computed once its statistics change, not at each walk."""
     batch = root.value.shape[0]
     rows = jnp.arange(batch)
     if invalid_actions is None:
@@ -59,20 +74,85 @@ def search(
             _walk, select_root=root_action_selection_fn, select=interior_action_selection_fn
         )
     )
+    select_root = jax.vmap(functools.partial(_select_root, root_action_selection_fn))
 
-    def simulate(sim: Array, carry: tuple[Array, mctx.Tree]) -> tuple[Array, mctx.Tree]:
-        key, tree = carry
+    def simulate(sim: Array, carry: tuple) -> tuple:
+        key, tree, chosen = carry
         key, walk_key, expand_key = jax.random.split(key, 3)
-        nodes, actions, depth = walk(jax.random.split(walk_key, batch), tree)
+        walk_keys = jax.random.split(walk_key, batch)
+        if chosen is None:
+            nodes, actions, depth = walk(walk_keys, tree)
+        else:
+            nodes, actions, depth = _follow(tree, chosen, select_root(walk_keys, tree))
         parent = nodes[rows, depth - 1]
         action = actions[rows, depth - 1]
         leaf = tree.children_index[rows, parent, action]
         leaf = jnp.where(leaf == mctx.Tree.UNVISITED, sim + 1, leaf)
         tree = _expand(params, expand_key, tree, recurrent_fn, parent, action, leaf)
-        return key, _backward(tree, nodes.at[rows, depth].set(leaf), actions, depth)
+        path = nodes.at[rows, depth].set(leaf)
+        tree = _backward(tree, path, actions, depth)
+        if chosen is not None:
+            chosen = _choose(interior_action_selection_fn, tree, chosen, path, depth)
+        return key, tree, chosen
 
     tree = _root_tree(root, num_simulations, invalid_actions, extra_data)
-    return jax.lax.fori_loop(0, num_simulations, simulate, (rng_key, tree))[1]
+    # Each node's next interior action, [B, N]: read only at nodes already expanded, each of
+    # which was chosen for after the backup that expanded it.
+    chosen = jnp.zeros(tree.node_visits.shape, jnp.int32) if deterministic_interior else None
+    return jax.lax.fori_loop(0, num_simulations, simulate, (rng_key, tree, chosen))[1]
+
+
+def _choose(
+    select: mctx.InteriorActionSelectionFn,
+    tree: mctx.Tree,
+    chosen: Array,
+    nodes: Array,
+    depth: Array,
+) -> Array:
+    """`chosen` [B, N] with the next action of each node on the path `nodes` [B, N] below the
+    root (to the leaf `nodes[b, depth[b]]`) recomputed by `select`, which ignores its key and
+    depth: those nodes are the ones whose statistics the simulation changed. The path is taken
+    in spans of `SPAN` positions, one batched pass each: one pass where the tree is no deeper
+    than a span (a search of at most `SPAN` simulations), and as many as the deepest path needs
+    otherwise, so the work follows the paths' depth, not the tree's size."""
+    below = nodes.shape[1] - 1  # the root's action is the root selection's, never kept
+    if below <= SPAN:
+        return _choose_span(select, tree, chosen, nodes, depth, jnp.int32(1), below)
+
+    def more(carry: tuple[Array, Array]) -> Array:
+        return carry[0] <= depth.max()
+
+    def span(carry: tuple[Array, Array]) -> tuple[Array, Array]:
+        start, chosen = carry
+        return start + SPAN, _choose_span(select, tree, chosen, nodes, depth, start, SPAN)
+
+    return jax.lax.while_loop(more, span, (jnp.int32(1), chosen))[1]
+
+
+def _choose_span(
+    select: mctx.InteriorActionSelectionFn,
+    tree: mctx.Tree,
+    chosen: Array,
+    nodes: Array,
+    depth: Array,
+    start: Array,
+    width: int,
+) -> Array:
+    """`_choose` over the path's positions `start`, ..., `start + width - 1` (those past the
+    path's end or the tree's kept as they were)."""
+    size = nodes.shape[1]
+    start = jnp.minimum(start, size - width)  # the span inside the path array
+    positions = start + jnp.arange(width)
+    span = jax.lax.dynamic_slice_in_dim(nodes, start, width, axis=1)  # [B, width]
+    on_path = positions <= depth[:, None]
+    key, level = jax.random.key(0), jnp.zeros((), tree.children_prior_logits.dtype)
+    per_node = jax.vmap(select, in_axes=(None, None, 0, None))
+    actions = jax.vmap(per_node, in_axes=(None, 0, 0, None))(
+        key, tree, jnp.where(on_path, span, 0), level
+    )
+    index = jnp.where(on_path, span, size)  # off the path: past the end, dropped
+    rows = jnp.arange(nodes.shape[0])[:, None]
+    return chosen.at[rows, index].set(actions.astype(jnp.int32), mode="drop")
 
 
 def _walk(
@@ -87,8 +167,7 @@ def _walk(
     nodes holds paths of at most N - 1 edges, so no walk reaches mctx's default depth limit
     (the number of simulations, N - 1) before it reaches an action not yet expanded."""
     unvisited, size = mctx.Tree.UNVISITED, tree.node_visits.shape[0]
-    key, root_key = jax.random.split(key)
-    action = select_root(root_key, tree, mctx.Tree.ROOT_INDEX).astype(jnp.int32)
+    key, action = _select_root(select_root, key, tree)
     nodes = jnp.full(size, unvisited, jnp.int32).at[0].set(mctx.Tree.ROOT_INDEX)
     actions = jnp.full(size, unvisited, jnp.int32).at[0].set(action)
 
@@ -96,8 +175,8 @@ def _walk(
         key, nodes, actions, child, depth = carry
         key, select_key = jax.random.split(key)
         # mctx passes the depth in the dtype of the prior logits
-        action = select(select_key, tree, child, depth.astype(tree.children_prior_logits.dtype))
-        action = action.astype(jnp.int32)
+        level = depth.astype(tree.children_prior_logits.dtype)
+        action = select(select_key, tree, child, level).astype(jnp.int32)
         nodes, actions = nodes.at[depth].set(child), actions.at[depth].set(action)
         return key, nodes, actions, tree.children_index[child, action], depth + 1
 
@@ -105,6 +184,40 @@ def _walk(
     start = (key, nodes, actions, child, jnp.int32(1))
     _, nodes, actions, _, depth = jax.lax.while_loop(lambda c: c[3] != unvisited, down, start)
     return nodes, actions, depth
+
+
+def _select_root(
+    select_root: mctx.RootActionSelectionFn, key: Array, tree: mctx.Tree
+) -> tuple[Array, Array]:
+    """One unbatched tree's root action, drawn as mctx draws it: `(the key left for the walk
+    below, the action)`."""
+    key, root_key = jax.random.split(key)
+    return key, select_root(root_key, tree, mctx.Tree.ROOT_INDEX).astype(jnp.int32)
+
+
+def _follow(tree: mctx.Tree, chosen: Array, root: tuple[Array, Array]) -> tuple:
+    """The walks down trees [B] whose interior actions are kept, `chosen` [B, N], after the
+    root's action (`root`: `_select_root`'s, batched): `(nodes, actions, depth)` [B, N] each
+    and [B], as `_walk` gives them, with no loop over the tree's levels. A node's successor on
+    any walk is its chosen action's child, one gather for every node; the path from the root's
+    child is then found by pointer doubling, log2 N passes of two gathers each."""
+    unvisited, (batch, size) = mctx.Tree.UNVISITED, chosen.shape
+    rows, action = jnp.arange(batch)[:, None], root[1]
+    sink = size  # an action not yet expanded leads here, and the sink to itself
+    successor = tree.children_index[rows, jnp.arange(size), chosen]
+    jump = jnp.where(successor == unvisited, sink, successor)
+    jump = jnp.concatenate([jump, jnp.full((batch, 1), sink)], axis=1)  # [B, N + 1]
+    first = tree.children_index[rows[:, 0], mctx.Tree.ROOT_INDEX, action]
+    path = jnp.where(first == unvisited, sink, first)[:, None]  # path[:, k]: k + 1 levels down
+    while path.shape[1] < size - 1:  # the path's next len(path) nodes, then twice the jump
+        path = jnp.concatenate([path, jnp.take_along_axis(jump, path, axis=1)], axis=1)
+        jump = jnp.take_along_axis(jump, jump, axis=1)
+    below = path[:, : size - 1] != sink
+    path = jnp.where(below, path[:, : size - 1], unvisited)
+    nodes = jnp.concatenate([jnp.full((batch, 1), mctx.Tree.ROOT_INDEX), path], axis=1)
+    taken = jnp.where(below, chosen[rows, jnp.maximum(path, 0)], unvisited)
+    actions = jnp.concatenate([action[:, None], taken], axis=1)
+    return nodes.astype(jnp.int32), actions, (1 + below.sum(1)).astype(jnp.int32)
 
 
 def _root_tree(

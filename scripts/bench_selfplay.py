@@ -17,8 +17,9 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   (`benchlib.loop_kernels`: fusions, convolutions and dots, library calls, copies, scatters
   and gathers; nested loops with a known trip count as often as they run, the tree walks'
   once: their share is `data_dependent_loop_kernels`, the table's `k/level`, the kernels
-  each level of the tree costs), by kind. The count is the backend's
-  own: a CPU fuses otherwise than a GPU. `--kernels-only` compiles and counts, times nothing;
+  each level of the tree costs), by kind. The count is the backend's own: a CPU fuses
+  otherwise than a GPU, and Gumbel walks down level by level on a CPU alone (`kept_actions`:
+  `azjax.search.keeps_actions`). `--kernels-only` compiles and counts, times nothing;
 - network evaluations/s in self-play, the network's FLOPs per evaluation (`network_flops`)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
   device's dense peak where `azjax.throughput.PEAK_TFLOPS` knows the device;
@@ -61,7 +62,7 @@ from benchlib import (
 import games
 from azjax.network import NORMS, NetworkConfig, init_params, make_network
 from azjax.replay import replay_init, stores_states, tree_bytes
-from azjax.search import ALGORITHMS, SearchConfig, network_evaluator, run_search
+from azjax.search import ALGORITHMS, SearchConfig, keeps_actions, network_evaluator, run_search
 from azjax.selfplay import SelfPlayConfig, chunk_evaluations, make_selfplay
 from azjax.throughput import network_flops, peak_tflops
 
@@ -272,6 +273,7 @@ def bench_point(game, blocks, channels, norm, batch, sims, algorithm, args) -> d
         "batch": batch,
         "sims": sims,
         "algorithm": algorithm,
+        "kept_actions": algorithm == "gumbel" and keeps_actions(),  # no walk level by level
         "full_prob": args.full_prob,
         "chunk_moves": args.chunk_moves,
         "kernels_per_simulation_step": step_kernels and step_kernels["kernels"],

@@ -16,6 +16,7 @@ from helpers import load_script, uniform_evaluator
 
 pytest.importorskip("pgx")
 
+import azjax.search
 import games
 from azjax import agents
 from azjax.config import ConfigError, load_config
@@ -346,6 +347,28 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
     # Q, PUCT's visits.
     assert np.asarray(out.policy).argmax(-1).tolist() == [2, 5]
     assert (np.asarray(out.policy).max(-1) > 0.5).all()
+
+
+@pytest.mark.parametrize("game", [TicTacToe(), _Coin()], ids=["tictactoe", "coin"])
+def test_gumbel_search_keeping_actions_grows_the_same_tree(game, monkeypatch):
+    """Where Gumbel's search keeps each node's next action (`keeps_actions`: on accelerators)
+    it grows the tree that the walk down level by level grows, with chance nodes or without,
+    and picks the same moves and policy targets."""
+    positions = [game.init(jax.random.key(0)), game.step(game.init(jax.random.key(0)), 4)]
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *positions)
+    config = SearchConfig(algorithm="gumbel", num_simulations=48)
+    grown = []
+    for keep in (False, True):
+        monkeypatch.setattr(azjax.search, "keeps_actions", lambda keep=keep: keep)
+        search = jax.jit(
+            lambda s: search_tree(game, uniform_evaluator, None, s, jax.random.key(1), config)
+        )
+        grown.append(search(batch))
+    (out, tree), (kept_out, kept) = grown
+    assert np.asarray(tree.node_visits)[:, 0].tolist() == [49, 49]
+    assert (np.asarray(tree.parents) > 0).any()  # deeper than the root's children
+    for x, y in zip(jax.tree.leaves((out, tree)), jax.tree.leaves((kept_out, kept)), strict=True):
+        np.testing.assert_array_equal(x, y)
 
 
 def test_gumbel_chance_search_samples_moves_when_exploring():

@@ -95,7 +95,7 @@ GAMES = [
 
 
 @pytest.mark.parametrize("name,kwargs,sims", GAMES, ids=[g[0] for g in GAMES])
-def test_search_grows_mctx_search_tree(name, kwargs, sims):
+def test_search_grows_mctx_search_tree(name, kwargs, sims, monkeypatch):
     game = games.make(name, **kwargs)
     states = live_positions(game, jax.random.key(3), 8, 6)
     evaluate = hashed_evaluator(game)
@@ -125,6 +125,14 @@ def test_search_grows_mctx_search_tree(name, kwargs, sims):
         theirs = jax.jit(lambda k, kw=kwargs: mctx.search(None, k, **kw))(key)
         ours = jax.jit(lambda k, kw=kwargs: azjax_tree.search(None, k, **kw))(key)
         assert_same_tree(ours, theirs, algorithm)
+        # Gumbel's interior actions kept per node (as azjax searches on accelerators): the
+        # path recomputed in one pass, then in spans of 4 positions (a loop over the spans).
+        for span in (azjax_tree.SPAN, 4) if algorithm == "gumbel" else ():
+            monkeypatch.setattr(azjax_tree, "SPAN", span)
+            kept = jax.jit(
+                lambda k, kw=kwargs: azjax_tree.search(None, k, **kw, deterministic_interior=True)
+            )(key)
+            assert_same_tree(kept, theirs, f"gumbel, actions kept per node, spans of {span}")
         # The trees are deep enough, and hold finished games, for the path's scan to matter.
         depth = np.zeros(np.asarray(ours.parents).shape, int)
         parents = np.asarray(ours.parents)
