@@ -588,11 +588,11 @@ def _masked(logits: Array, invalid_actions: Array) -> Array:
 
 def keeps_actions() -> bool:
     """Whether Gumbel's search keeps each node's next action and walks down with no loop over
-    the tree's levels (`azjax.tree.search`'s `deterministic_interior`): on accelerators, where
-    each level of a loop costs its kernels' launches and a round trip to the host; not on the
-    CPU, where a level costs neither and the kept actions' batched passes are more work
-    (docs/learning.md, "Kept actions")."""
-    return jax.default_backend() != "cpu"
+    the tree's levels (`azjax.tree.search`'s `deterministic_interior`): on a GPU, where each
+    level of a loop costs its kernels' launches and a round trip to the host; not on the CPU,
+    where a level costs neither and the kept actions' batched passes are more work
+    (docs/learning.md, "Kept actions"), nor on a TPU, which runs its loops on the chip."""
+    return jax.default_backend() == "gpu"
 
 
 def _gumbel_policy(

@@ -24,7 +24,7 @@ as the batch's deepest walk, so one level's kernels are what a batched search re
   follows by pointer doubling (log2 N passes of gathers). A search of up to `SPAN` simulations
   then has no loop whose length depends on the tree, at the cost of selecting at every path
   position: more arithmetic, fewer launches and no host round trips (azjax keeps the actions
-  off the CPU: `azjax.search.keeps_actions`).
+  on a GPU: `azjax.search.keeps_actions`).
 
 The random keys are split as mctx splits them, so selections that draw from them (PUCT's tie
 breaks) draw the same numbers.

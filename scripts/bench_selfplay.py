@@ -18,8 +18,9 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   and gathers; nested loops with a known trip count as often as they run, the tree walks'
   once: their share is `data_dependent_loop_kernels`, the table's `k/level`, the kernels
   each level of the tree costs), by kind. The count is the backend's own: a CPU fuses
-  otherwise than a GPU, and Gumbel walks down level by level on a CPU alone (`kept_actions`:
-  `azjax.search.keeps_actions`). `--kernels-only` compiles and counts, times nothing;
+  otherwise than a GPU, and Gumbel walks down level by level everywhere but on a GPU
+  (`kept_actions`: `azjax.search.keeps_actions`). `--kernels-only` compiles and counts, times
+  nothing;
 - network evaluations/s in self-play, the network's FLOPs per evaluation (`network_flops`)
   and the TFLOP/s they make, in self-play and for the network alone, with the fraction of the
   device's dense peak where `azjax.throughput.PEAK_TFLOPS` knows the device;

@@ -351,7 +351,7 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
 
 @pytest.mark.parametrize("game", [TicTacToe(), _Coin()], ids=["tictactoe", "coin"])
 def test_gumbel_search_keeping_actions_grows_the_same_tree(game, monkeypatch):
-    """Where Gumbel's search keeps each node's next action (`keeps_actions`: on accelerators)
+    """Where Gumbel's search keeps each node's next action (`keeps_actions`: on a GPU)
     it grows the tree that the walk down level by level grows, with chance nodes or without,
     and picks the same moves and policy targets."""
     positions = [game.init(jax.random.key(0)), game.step(game.init(jax.random.key(0)), 4)]

@@ -125,7 +125,7 @@ def test_search_grows_mctx_search_tree(name, kwargs, sims, monkeypatch):
         theirs = jax.jit(lambda k, kw=kwargs: mctx.search(None, k, **kw))(key)
         ours = jax.jit(lambda k, kw=kwargs: azjax_tree.search(None, k, **kw))(key)
         assert_same_tree(ours, theirs, algorithm)
-        # Gumbel's interior actions kept per node (as azjax searches on accelerators): the
+        # Gumbel's interior actions kept per node (as azjax searches on a GPU): the
         # path recomputed in one pass, then in spans of 4 positions (a loop over the spans).
         for span in (azjax_tree.SPAN, 4) if algorithm == "gumbel" else ():
             monkeypatch.setattr(azjax_tree, "SPAN", span)
