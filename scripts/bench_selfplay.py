@@ -17,7 +17,8 @@ For each point of the grid (game x net x batch x simulations x algorithm) it mea
   (`benchlib.loop_kernels`: fusions, convolutions and dots, library calls, copies, scatters
   and gathers; nested loops with a known trip count as often as they run, the tree walks'
   once: their share is `data_dependent_loop_kernels`, the table's `k/level`, the kernels
-  each level of the tree costs), by kind. The count is the backend's own: a CPU fuses
+  each level of the tree costs), by kind and by the function that made them (`by_function`:
+  the search's walks, the network, the rules). The count is the backend's own: a CPU fuses
   otherwise than a GPU, and Gumbel walks down level by level everywhere but on a GPU
   (`kept_actions`: `azjax.search.keeps_actions`). `--kernels-only` compiles and counts, times
   nothing;

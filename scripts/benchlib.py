@@ -128,6 +128,9 @@ _CALLEES = re.compile(
 )
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
+_FRAME = re.compile(r"\bstack_frame_id=(\d+)")
+_TABLE_ROW = re.compile(r"(\d+) (.*)$")
+_FIELD = re.compile(r"(\w+)=(\d+)")
 
 Instructions = dict[str, list[tuple[str, str]]]  # computation -> [(opcode, rest of line)]
 
@@ -182,10 +185,13 @@ def _reachable(computations: Instructions, name: str) -> set[str]:
     return seen
 
 
-def _count(computations: Instructions, name: str) -> tuple[collections.Counter, int]:
-    """Kernels of one pass through `name` by kind, and how many of them are in loops with no
-    known trip count (counted for one iteration)."""
-    kinds: collections.Counter = collections.Counter()
+def _count(
+    computations: Instructions, name: str, frames: dict[int, str]
+) -> tuple[collections.Counter, int]:
+    """Kernels of one pass through `name` by (kind, where: `frames`' label of the kernel's
+    stack frame, "?" where it has none), and how many of them are in loops with no known trip
+    count (counted for one iteration)."""
+    kernels: collections.Counter = collections.Counter()
     unbounded = 0
     for opcode, rest in computations[name]:
         callees = _callees(rest)
@@ -197,26 +203,73 @@ def _count(computations: Instructions, name: str) -> tuple[collections.Counter, 
             for part, repeats in [(c, n + bool(trips)) for c in callees["condition"]] + [
                 (c, n) for c in callees["body"]
             ]:
-                part_kinds, part_unbounded = _count(computations, part)
-                part_kinds = collections.Counter({k: v * repeats for k, v in part_kinds.items()})
-                kinds += part_kinds
-                unbounded += part_unbounded * repeats if trips else part_kinds.total()
+                part_kernels, part_unbounded = _count(computations, part, frames)
+                kernels += collections.Counter({k: v * repeats for k, v in part_kernels.items()})
+                unbounded += part_unbounded * repeats if trips else part_kernels.total() * repeats
         elif opcode in ("conditional", "call"):  # a call's callee; a conditional's largest branch
             parts = callees["to_apply"] or [
                 c
                 for role in ("true_computation", "false_computation", "branch_computations")
                 for c in callees[role]
             ]
-            part_kinds, part_unbounded = max(
-                (_count(computations, part) for part in parts), key=lambda c: c[0].total()
+            part_kernels, part_unbounded = max(
+                (_count(computations, part, frames) for part in parts), key=lambda c: c[0].total()
             )
-            kinds += part_kinds
+            kernels += part_kernels
             unbounded += part_unbounded
         else:  # one kernel, named by its opcode, what it fuses, or the library it calls
             fused = [op for c in callees["calls"] for op, _ in computations.get(c, [])]
             target = _TARGET.search(rest)
-            kinds[kernel_kind(" ".join([opcode, *fused, target.group(1) if target else ""]))] += 1
-    return kinds, unbounded
+            kind = kernel_kind(" ".join([opcode, *fused, target.group(1) if target else ""]))
+            frame = _FRAME.search(rest)
+            kernels[kind, frames.get(int(frame.group(1)), "?") if frame else "?"] += 1
+    return kernels, unbounded
+
+
+def stack_frames(text: str, own: tuple[str, ...] = ("azjax", "games")) -> dict[int, str]:
+    """A compiled program's stack frames (the tables at the head of its text: `FileNames`,
+    `FunctionNames`, `FileLocations`, `StackFrames`) as frame id -> "package/file.py:function"
+    of the innermost frame in one of the `own` packages (the outermost frame where none is),
+    so each kernel can be put down to the function that made it. {} for a text without them."""
+    tables: dict[str, dict[int, str]] = {}
+    table = None
+    for line in text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            table = tables.setdefault(line, {})
+        elif table is not None and (row := _TABLE_ROW.match(line)):
+            table[int(row.group(1))] = row.group(2)
+        elif line.strip():
+            table = None
+    if len(tables) < 4:
+        return {}
+
+    def fields(text: str) -> dict[str, int]:
+        return {k: int(v) for k, v in _FIELD.findall(text)}
+
+    def label(location: int) -> tuple[str, str]:
+        at = fields(tables["FileLocations"][location])
+        path = tables["FileNames"][at["file_name_id"]].strip('"').split("/")
+        function = tables["FunctionNames"][at["function_name_id"]].strip('"').split(".")[-1]
+        return "/".join(path[-2:]), function
+
+    try:
+        parents = {
+            i: fields(row).get("parent_frame_id", 0) for i, row in tables["StackFrames"].items()
+        }
+        # jaxlib 0.10 prints each parent one past its id (1: none), so some frames name
+        # themselves; a text where none does is read as it is (0: none)
+        shift = int(any(parent == i for i, parent in parents.items()))
+        frames = {}
+        for frame in tables["StackFrames"]:
+            chain, current = [], frame
+            while current in parents and len(chain) <= len(parents):
+                chain.append(label(fields(tables["StackFrames"][current])["file_location_id"]))
+                current = parents[current] - shift
+            mine = [(f, fn) for f, fn in chain if f.split("/")[0] in own] or chain[-1:]
+            frames[frame] = f"{mine[0][0]}:{mine[0][1]}"
+    except (KeyError, IndexError):  # tables of another layout: no labels, not a failure
+        return {}
+    return frames
 
 
 def loop_kernels(hlo: str, trip_count: int) -> dict[str, Any] | None:
@@ -233,7 +286,8 @@ def loop_kernels(hlo: str, trip_count: int) -> dict[str, Any] | None:
     n + 1 times, and one whose trip count depends on the data (a search's walks down and up
     the tree) one iteration of each: those kernels, `data_dependent_loop_kernels`, repeat per
     level of the tree. `by_kind` splits the kernels by `kernel_kind` of their opcode, fused
-    opcodes and library call; `loops`: how many loops matched (the largest counts)."""
+    opcodes and library call, `by_function` by the azjax (or games) function that made them
+    (`stack_frames`); `loops`: how many loops matched (the largest counts)."""
     computations = parse_hlo(hlo)
     loops = {}  # body -> condition
     for instructions in computations.values():
@@ -251,15 +305,21 @@ def loop_kernels(hlo: str, trip_count: int) -> dict[str, Any] | None:
     innermost = [b for b in loops if not any(other in reaches[b] for other in loops)]
     if not innermost:
         return None
+    frames = stack_frames(hlo)
     counts = []
     for body in innermost:
-        kinds, unbounded = _count(computations, loops[body])
-        body_kinds, body_unbounded = _count(computations, body)
-        counts.append((kinds + body_kinds, unbounded + body_unbounded))
-    kinds, unbounded = max(counts, key=lambda c: c[0].total())
+        kernels, unbounded = _count(computations, loops[body], frames)
+        body_kernels, body_unbounded = _count(computations, body, frames)
+        counts.append((kernels + body_kernels, unbounded + body_unbounded))
+    kernels, unbounded = max(counts, key=lambda c: c[0].total())
+    kinds, functions = collections.Counter(), collections.Counter()
+    for (kind, where), n in kernels.items():
+        kinds[kind] += n
+        functions[where] += n
     return {
-        "kernels": kinds.total(),
+        "kernels": kernels.total(),
         "data_dependent_loop_kernels": unbounded,
         "by_kind": dict(kinds.most_common()),
+        "by_function": dict(functions.most_common()),
         "loops": len(innermost),
     }

@@ -104,6 +104,12 @@ def test_selfplay_bench_reports_throughput_and_targets(tmp_path):
         kernels = row["simulation_step_kernels"]
         assert row["kernels_per_simulation_step"] == kernels["kernels"] > 0
         assert kernels["by_kind"]["conv/matmul"] >= 1  # the network's stem at least
+        # ... and by the function that made them: the search's tree, the network, the rules
+        made = kernels["by_function"]
+        assert sum(made.values()) == kernels["kernels"] == sum(kernels["by_kind"].values())
+        for module in ("azjax/tree.py", "azjax/network.py", "games/tictactoe.py"):
+            assert any(where.startswith(f"{module}:") for where in made), (module, made)
+        assert made.get("?", 0) < kernels["kernels"] / 4  # nearly all put down to a function
         # Memory: a Tic-Tac-Toe State is smaller than its float32 observation, so a position
         # is stored as its State; with observations, each costs the observation's bytes more.
         # A game in flight keeps its pending positions, up to a whole game's worth.
@@ -225,6 +231,7 @@ def test_loop_kernels_follows_its_rules_on_a_written_program(monkeypatch):
         "kernels": 12,
         "data_dependent_loop_kernels": 0,
         "by_kind": {"other fusion": 11, "conv/matmul": 1},
+        "by_function": {"?": 12},  # a written program: no stack frames to put them down to
         "loops": 1,
     }
 
@@ -235,6 +242,9 @@ def test_loop_kernels_counts_one_step_of_the_innermost_loop_with_the_heavy_work(
     counted = loop_kernels(tiny_program(3), 3)
     assert counted["loops"] == 1 and counted["by_kind"]["conv/matmul"] == 2  # the two dots
     assert sum(counted["by_kind"].values()) == counted["kernels"]
+    # each kernel put down to the function whose line made it: here this file's `step`
+    frames = importlib.import_module("benchlib").stack_frames(tiny_program(3), own=("tests",))
+    assert "tests/test_bench.py:step" in set(frames.values())
     # The data-dependent loop counts once: its test (a reduction) and its body, one fusion
     # each; their parameters, tuples and constants are free.
     assert counted["data_dependent_loop_kernels"] == 2 < counted["kernels"]
