@@ -539,8 +539,8 @@ def _chance_tree(
 ) -> mctx.Tree:
     """The search over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs it
     (a `Grow` once given its two steps), with any selection of moves: one at the root, one at
-    the other decision nodes (`deterministic_interior` as `azjax.tree.search` has it: the
-    selection at chance nodes is). Returns the tree with its children cut to
+    the other decision nodes (`deterministic_interior` passed on to `azjax.tree.search`: the
+    chance nodes' selection ignores key and depth too). Returns the tree with its children cut to
     the moves (children [B, N, A])."""
     num_actions = root.prior_logits.shape[-1]
     batch = root.prior_logits.shape[0]

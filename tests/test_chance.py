@@ -354,8 +354,8 @@ def test_gumbel_search_keeping_actions_grows_the_same_tree(game, monkeypatch):
     """Where Gumbel's search keeps each node's next action (`keeps_actions`: on a GPU)
     it grows the tree that the walk down level by level grows, with chance nodes or without,
     and picks the same moves and policy targets."""
-    positions = [game.init(jax.random.key(0)), game.step(game.init(jax.random.key(0)), 4)]
-    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *positions)
+    start = game.init(jax.random.key(0))
+    batch = jax.tree.map(lambda *xs: jnp.stack(xs), start, game.step(start, 4))
     config = SearchConfig(algorithm="gumbel", num_simulations=48)
     grown = []
     for keep in (False, True):
