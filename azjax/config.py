@@ -60,7 +60,6 @@ class OptimConfig:
     warmup_steps: int = 100
     final_lr_fraction: float = 0.1  # cosine decay to this fraction of the peak at the last step
     l2: float = 1e-4  # L2 penalty on weights in the loss
-    value_weight: float = 1.0  # weight of the value MSE against the policy cross-entropy
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 disables)
 
     def __post_init__(self) -> None:
@@ -69,7 +68,6 @@ class OptimConfig:
             "warmup_steps": (self.warmup_steps >= 0, ">= 0"),
             "final_lr_fraction": (0 <= self.final_lr_fraction <= 1, "in [0, 1]"),
             "l2": (self.l2 >= 0, ">= 0"),
-            "value_weight": (self.value_weight >= 0, ">= 0"),
             "max_grad_norm": (self.max_grad_norm >= 0, ">= 0"),
         }
         check_fields("optim", self, checks)
@@ -234,6 +232,7 @@ RETIRED: dict[str, Any] = {
     "optim.momentum": ANY,  # read only by the SGD optimizer
     "optim.weight_decay": 0.0,
     "optim.score_weight": 0.0,
+    "optim.value_weight": 1.0,
     "search.temperature": 1.0,
     "search.score_utility": 0.0,
     "search.discount": 1.0,

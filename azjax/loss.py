@@ -65,7 +65,7 @@ def loss_fn(
     value_loss = jnp.mean(jnp.square(value - batch.value))
     target_var = jnp.var(batch.value)
     l2 = l2_penalty(params)
-    loss = policy_loss + config.value_weight * value_loss + config.l2 * l2
+    loss = policy_loss + value_loss + config.l2 * l2
     metrics = {
         "loss": loss,
         "policy_loss": policy_loss,

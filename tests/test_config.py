@@ -171,7 +171,7 @@ def test_overrides_do_not_mutate_their_input():
         ("optim.learning_rate=.inf", "optim.learning_rate"),
         ("optim.l2=nan", "optim.l2"),
         ("search.pb_c_init=1e999", "search.pb_c_init"),
-        ("optim.value_weight=-.inf", "optim.value_weight"),
+        ("optim.value_weight=2", "optim.value_weight"),  # retired
         ("eval.opponents=[alphabeta:-1]", "eval.opponents[0]"),
         ("eval.opponents=[random, mcts:abc]", "eval.opponents[1]"),
         ("eval.opponents=['policy:']", "eval.opponents[0]"),
@@ -259,6 +259,7 @@ def test_a_stored_config_with_retired_keys_at_their_off_values_loads():
     data = config_to_dict(Config())
     data["network"].update(global_pool=False, score_head=False)
     data["optim"].update(optimizer="adamw", momentum=0.95, weight_decay=0.0, score_weight=0.0)
+    data["optim"]["value_weight"] = 1.0
     data["search"].update(temperature=1.0, score_utility=0.0, discount=1.0, score_tiebreak=0.0)
     data["train"]["reanalyse_value"] = False
     assert config_from_dict(data) == Config()
@@ -272,6 +273,7 @@ def test_a_stored_config_with_retired_keys_at_their_off_values_loads():
         ("network", "global_pool", 0),  # 0 equals False, but is no boolean
         ("optim", "weight_decay", False),  # nor False a number
         ("optim", "optimizer", "sgd"),
+        ("optim", "value_weight", 2.0),
         ("search", "discount", 0.98),
         ("train", "reanalyse_value", True),
     ],

@@ -380,7 +380,7 @@ def test_optimizer_schedule_and_penalty():
 
 
 def test_loss_masks_policy_without_full_search():
-    config = load_config(TICTACTOE, [*TINY, "optim.value_weight=2", "optim.l2=0.01"])
+    config = load_config(TICTACTOE, [*TINY, "optim.l2=0.01"])
     trainer = make_trainer(config)
     params = trainer.init(jax.random.key(0)).params
     obs = jax.random.bernoulli(jax.random.key(1), 0.3, (4, 3, 3, 2)).astype(jnp.float32)
@@ -402,8 +402,8 @@ def test_loss_masks_policy_without_full_search():
     expected = -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(2), jnp.array([0, 1])])
     np.testing.assert_allclose(m1["policy_loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(m1["value_loss"], jnp.mean((value - batch.value) ** 2), rtol=1e-5)
-    total = m1["policy_loss"] + 2 * m1["value_loss"] + 0.01 * jax.jit(l2_penalty)(params)
-    np.testing.assert_allclose(m1["loss"], total, rtol=1e-6)  # optim.value_weight and optim.l2
+    total = m1["policy_loss"] + m1["value_loss"] + 0.01 * jax.jit(l2_penalty)(params)
+    np.testing.assert_allclose(m1["loss"], total, rtol=1e-6)  # optim.l2 weighs the penalty
     # A step reports the gradient's norm (before clipping), not the update's.
     optimizer = make_optimizer(config.optim, 100)
     step = make_train_step(trainer.network, optimizer, config.optim)
