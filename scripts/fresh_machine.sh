@@ -6,7 +6,9 @@
 #   scripts/fresh_machine.sh CONFIG OUT [MINUTES] [KEY=VALUE ...]
 #
 #   MINUTES    training's wall clock (default 8); then SIGTERM stops it as Ctrl-C does, saving a
-#              checkpoint (a shell's background jobs ignore SIGINT; none ignores SIGTERM)
+#              checkpoint (a shell's background jobs ignore SIGINT; none ignores SIGTERM).
+#              Ctrl-C (or SIGTERM to this script) stops training early the same way: what it
+#              trained is still exported, the solver's score is skipped, and the exit status is 130
 #   KEY=VALUE  config overrides, e.g. train.init_from=OUT_BEFORE/model.azjax to continue a run
 #
 # OUT receives bench.json, model.azjax, metrics.jsonl, curve.png and, where `azjax-eval
@@ -19,7 +21,7 @@
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 config=$1 out=$2
@@ -51,18 +53,39 @@ EOF
     "$py" "$root/scripts/bench.py" selfplay "${grid[@]}" --chunks 2 --no-plain --out "$out/bench.json"
 fi
 
-step "train: $minutes minutes of $config"
-status=0
+step "train: $minutes minutes of $config (Ctrl-C stops it early and keeps what it learned)"
+# timeout runs training in a process group of its own, which a terminal's Ctrl-C does not reach:
+# this script passes a Ctrl-C or SIGTERM on as one SIGTERM (a second stops training at once),
+# waiting in the background, as bash runs a trap only once a foreground command has ended.
 timeout -s TERM -k 120 "${minutes}m" "$py" -m azjax.cli.train --config "$config" --workdir "$run" \
-    --quiet "$@" || status=$?
-if [[ $status -ne 0 && $status -ne 124 ]]; then  # 124: stopped by the clock, checkpoint saved
+    --quiet "$@" &
+training=$! interrupted=0
+trap 'interrupted=1; kill -TERM "$training" 2>/dev/null || true' INT TERM
+status=
+while [[ -z $status ]]; do
+    wait "$training" && status=0 || status=$?
+    # A wait broken off by the trap: training is still stopping, wait for its own status.
+    if ((status > 128)) && kill -0 "$training" 2>/dev/null; then status=; fi
+done
+trap - INT TERM
+# 124: stopped by the clock; 130: by a signal (the trap's, or one sent to training itself); in
+# both a checkpoint was saved, unless the stop came before the first one (below).
+if [[ $status -ne 0 && $status -ne 124 && $status -ne 130 ]]; then
     echo "fresh_machine.sh: training failed (exit $status)" >&2
     exit "$status"
 fi
 saved=("$run"/checkpoints/[0-9]*)  # the steps saved (the pattern itself where none is)
 if [[ ! -e ${saved[0]} ]]; then
-    echo "fresh_machine.sh: the clock ($minutes minutes) ran out before training's first" \
-        "checkpoint (compilation and the first iteration): give it more MINUTES" >&2
+    if ((interrupted)); then
+        echo "fresh_machine.sh: interrupted before training's first checkpoint" >&2
+        exit 130
+    fi
+    if [[ $status -eq 124 ]]; then
+        echo "fresh_machine.sh: the clock ($minutes minutes) ran out before training's first" \
+            "checkpoint (compilation and the first iteration): give it more MINUTES" >&2
+    else
+        echo "fresh_machine.sh: training stopped (exit $status) before its first checkpoint" >&2
+    fi
     exit 1
 fi
 
@@ -73,9 +96,16 @@ cp "$run/metrics.jsonl" "$out/metrics.jsonl"
 step "curve: $out/curve.png"
 "$py" "$root/scripts/plot.py" "$run" --out "$out/curve.png" --x elapsed_minutes
 
-if [[ ${SOLVER:-1} != 0 ]]; then
+if ((interrupted)); then
+    step "solver: skipped (interrupted)"
+elif [[ ${SOLVER:-1} != 0 ]]; then
     step "solver: the model against perfect play"
     "$py" -m azjax.cli.evaluate --solver "search:$out/model.azjax" --json "$out/solver.json" \
         --quiet || echo "fresh_machine.sh: no solver score (see above)"
 fi
 step "done: $(ls "$out" | tr '\n' ' ')"
+echo "the next piece: $0 $config OUT_NEXT MINUTES [the same KEY=VALUE ...]" \
+    "train.init_from=$out/model.azjax"
+if ((interrupted)); then
+    exit 130
+fi

@@ -7,8 +7,12 @@ import importlib
 import json
 import math
 import os
+import pathlib
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -436,3 +440,40 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     )
     assert short.returncode == 1 and "ran out before training's first checkpoint" in (short.stderr)
     assert not (tmp_path / "short" / "model.azjax").exists()
+
+    # The next piece continues the run from the model, and a Ctrl-C at the terminal (SIGINT to
+    # the script's process group, which training's own group is not) stops training long
+    # before its clock: what it trained is still exported, the solver skipped, the status 130.
+    later, log = tmp_path / "later", tmp_path / "later.log"
+    continued = [*command[:3], str(later), "10", *overrides, f"train.init_from={out}/model.azjax"]
+    with log.open("w") as output:
+        piece = subprocess.Popen(
+            continued,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**env, "SOLVER": "1"},
+            start_new_session=True,  # a terminal's job: a process group of its own
+        )
+    try:
+        run = None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and piece.poll() is None:
+            found = re.search(r"workdir (\S+)", log.read_text())
+            run = pathlib.Path(found.group(1)) if found else None
+            if run is not None and any((run / "checkpoints").glob("[0-9]*")):
+                break
+            time.sleep(0.5)
+        assert piece.poll() is None and run is not None, log.read_text()
+        os.killpg(piece.pid, signal.SIGINT)
+        status = piece.wait(timeout=120)
+    finally:
+        if piece.poll() is None:
+            os.killpg(piece.pid, signal.SIGKILL)
+    said = log.read_text()
+    assert status == 130, said
+    assert "solver: skipped (interrupted)" in said and "solver.json" not in said
+    records = [json.loads(line) for line in (later / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["iteration"] > carried["iteration"]  # continued, not started afresh
+    assert records[0]["iteration"] == 1  # with the earlier piece's records
+    assert model.load(str(later / "model.azjax")).card["iteration"] == records[-1]["iteration"]
