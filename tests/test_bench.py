@@ -444,29 +444,33 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     # The next piece continues the run from the model, and a Ctrl-C at the terminal (SIGINT to
     # the script's process group, which training's own group is not) stops training long
     # before its clock: what it trained is still exported, the solver skipped, the status 130.
+    # The piece starts as a terminal's job does: a process group of its own, and SIGINT not
+    # ignored, even where the suite itself runs with it ignored (a shell's background job),
+    # as a shell cannot trap a signal ignored when it started.
     later, log = tmp_path / "later", tmp_path / "later.log"
-    continued = [*command[:3], str(later), "10", *overrides, f"train.init_from={out}/model.azjax"]
+    continued = [*command[:3], str(later), "2", *overrides, f"train.init_from={out}/model.azjax"]
+    terminal_job = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    terminal_job += "os.execvp(sys.argv[1], sys.argv[1:])"
     with log.open("w") as output:
         piece = subprocess.Popen(
-            continued,
+            [sys.executable, "-c", terminal_job, *continued],
             stdout=output,
             stderr=subprocess.STDOUT,
             text=True,
             env={**env, "SOLVER": "1"},
-            start_new_session=True,  # a terminal's job: a process group of its own
+            start_new_session=True,
         )
     try:
-        run = None
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and piece.poll() is None:
-            found = re.search(r"workdir (\S+)", log.read_text())
-            run = pathlib.Path(found.group(1)) if found else None
-            if run is not None and any((run / "checkpoints").glob("[0-9]*")):
-                break
+        trained = False
+        deadline = time.monotonic() + 100  # the clock (2 minutes) must not stop it first
+        while not trained and time.monotonic() < deadline and piece.poll() is None:
             time.sleep(0.5)
-        assert piece.poll() is None and run is not None, log.read_text()
+            found = re.search(r"workdir (\S+)", log.read_text())
+            run = pathlib.Path(found.group(1)) if found else tmp_path / "none"
+            trained = any((run / "checkpoints").glob("[0-9]*"))
+        assert trained and piece.poll() is None, log.read_text()
         os.killpg(piece.pid, signal.SIGINT)
-        status = piece.wait(timeout=120)
+        status = piece.wait(timeout=240)  # a Ctrl-C unheeded: the clock ends it, status 0
     finally:
         if piece.poll() is None:
             os.killpg(piece.pid, signal.SIGKILL)
