@@ -68,18 +68,19 @@ while [[ -z $status ]]; do
     if ((status > 128)) && kill -0 "$training" 2>/dev/null; then status=; fi
 done
 trap - INT TERM
-# 124: stopped by the clock; 130: by a signal (the trap's, or one sent to training itself); in
-# both a checkpoint was saved, unless the stop came before the first one (below).
-if [[ $status -ne 0 && $status -ne 124 && $status -ne 130 ]]; then
+saved=("$run"/checkpoints/[0-9]*)  # the steps saved (the pattern itself where none is)
+if [[ ! -e ${saved[0]} ]] && ((interrupted)); then
+    echo "fresh_machine.sh: interrupted before training's first checkpoint" >&2
+    exit 130
+fi
+# 124: stopped by the clock; 130: by a signal (one sent to training itself); in both a
+# checkpoint was saved, unless the stop came before the first one. Stopped here: whatever
+# training's status, its newest checkpoint is exported.
+if [[ $status -ne 0 && $status -ne 124 && $status -ne 130 ]] && ! ((interrupted)); then
     echo "fresh_machine.sh: training failed (exit $status)" >&2
     exit "$status"
 fi
-saved=("$run"/checkpoints/[0-9]*)  # the steps saved (the pattern itself where none is)
 if [[ ! -e ${saved[0]} ]]; then
-    if ((interrupted)); then
-        echo "fresh_machine.sh: interrupted before training's first checkpoint" >&2
-        exit 130
-    fi
     if [[ $status -eq 124 ]]; then
         echo "fresh_machine.sh: the clock ($minutes minutes) ran out before training's first" \
             "checkpoint (compilation and the first iteration): give it more MINUTES" >&2

@@ -447,19 +447,21 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     # The piece starts as a terminal's job does: a process group of its own, and SIGINT not
     # ignored, even where the suite itself runs with it ignored (a shell's background job),
     # as a shell cannot trap a signal ignored when it started.
+    def terminal_job(args: list[str], log: pathlib.Path) -> subprocess.Popen:
+        default = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        default += "os.execvp(sys.argv[1], sys.argv[1:])"
+        with log.open("w") as output:
+            return subprocess.Popen(
+                [sys.executable, "-c", default, *args],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env={**env, "SOLVER": "1"},
+                start_new_session=True,
+            )
+
     later, log = tmp_path / "later", tmp_path / "later.log"
     continued = [*command[:3], str(later), "2", *overrides, f"train.init_from={out}/model.azjax"]
-    terminal_job = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    terminal_job += "os.execvp(sys.argv[1], sys.argv[1:])"
-    with log.open("w") as output:
-        piece = subprocess.Popen(
-            [sys.executable, "-c", terminal_job, *continued],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**env, "SOLVER": "1"},
-            start_new_session=True,
-        )
+    piece = terminal_job(continued, log)
     try:
         trained = False
         deadline = time.monotonic() + 100  # the clock (2 minutes) must not stop it first
@@ -481,3 +483,13 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     assert records[-1]["iteration"] > carried["iteration"]  # continued, not started afresh
     assert records[0]["iteration"] == 1  # with the earlier piece's records
     assert model.load(str(later / "model.azjax")).card["iteration"] == records[-1]["iteration"]
+    # A Ctrl-C before training's first checkpoint (while it loads): nothing to export.
+    early, log = tmp_path / "early", tmp_path / "early.log"
+    piece = terminal_job([*command[:3], str(early), "2", *overrides], log)
+    while piece.poll() is None and "train: " not in log.read_text():
+        time.sleep(0.1)  # the trap is set as training starts, after that step's line
+    time.sleep(0.5)
+    os.killpg(piece.pid, signal.SIGINT)
+    assert piece.wait(timeout=120) == 130, log.read_text()
+    assert "interrupted before training's first checkpoint" in log.read_text()
+    assert not early.exists() or not (early / "model.azjax").exists()
