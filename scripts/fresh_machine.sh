@@ -13,8 +13,8 @@
 #
 # OUT receives bench.json, model.azjax, metrics.jsonl, curve.png and, where `azjax-eval
 # --solver` has a position set for the game, solver.json. The run directory is a temporary
-# folder (its checkpoints hold the whole replay buffer); model.azjax is exported resumable, so
-# the next piece, given train.init_from=OUT/model.azjax, continues the run where this one
+# folder, removed at the end (its checkpoints hold the whole replay buffer); model.azjax is
+# exported resumable, so the next piece, given train.init_from=OUT/model.azjax, continues the run where this one
 # stopped (docs/training.md). BENCH=0 or SOLVER=0 skip those steps; PYTHON picks the
 # interpreter (default python3).
 # Runs from a checkout without installing azjax (its dependencies installed).
@@ -35,7 +35,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$out"
-run=$(mktemp -d)/run
+tmp=$(mktemp -d) run=$tmp/run
+trap 'rm -rf "$tmp"' EXIT
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 
 if [[ ${BENCH:-1} != 0 ]]; then
@@ -91,7 +92,11 @@ if [[ ! -e ${saved[0]} ]]; then
 fi
 
 step "export: $out/model.azjax"
-"$py" -m azjax.cli.export "$run" --out "$out/model.azjax" --resumable
+"$py" -m azjax.cli.export "$run" --out "$out/model.azjax" --resumable || {
+    trap - EXIT
+    echo "fresh_machine.sh: export failed; the run stays in $run" >&2
+    exit 1
+}
 cp "$run/metrics.jsonl" "$out/metrics.jsonl"
 
 step "curve: $out/curve.png"

@@ -406,9 +406,13 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     """scripts/fresh_machine.sh stops training at its wall clock (as Ctrl-C does: a checkpoint
     at the iteration in hand), then exports the model resumable (what the next piece continues
     from through train.init_from, tests/test_train.py), copies the metrics and draws the curve;
-    a bad MINUTES is refused before anything runs."""
+    a bad MINUTES is refused before anything runs. Its run directories (mktemp's, holding the
+    replay buffer) are removed as each piece ends."""
     script, out = str(ROOT / "scripts" / "fresh_machine.sh"), tmp_path / "out"
+    scratch = tmp_path / "scratch"  # mktemp's folder here
+    scratch.mkdir()
     env = {**os.environ, "PYTHON": sys.executable, "BENCH": "0", "SOLVER": "0"}
+    env["TMPDIR"] = str(scratch)
     overrides = [*TINY, "train.iterations=100000"]  # only the clock stops it
     # The clock leaves room for compilation and the first iteration on a slow shared machine.
     command = ["bash", script, str(ROOT / "configs" / "tictactoe.yaml"), str(out), "0.4"]
@@ -493,3 +497,4 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     assert piece.wait(timeout=120) == 130, log.read_text()
     assert "interrupted before training's first checkpoint" in log.read_text()
     assert not (early / "model.azjax").exists()
+    assert not list(scratch.glob("tmp.*"))  # every piece's run directory removed
