@@ -13,15 +13,16 @@
 #
 # OUT receives bench.json, model.azjax, metrics.jsonl, curve.png and, where `azjax-eval
 # --solver` has a position set for the game, solver.json. The run directory is a temporary
-# folder, removed at the end (its checkpoints hold the whole replay buffer); model.azjax is
-# exported resumable, so the next piece, given train.init_from=OUT/model.azjax, continues the run where this one
+# folder, removed at the end (its checkpoints hold the whole replay buffer; it stays where
+# training or the export failed, or the terminal closed); model.azjax is exported resumable,
+# so the next piece, given train.init_from=OUT/model.azjax, continues the run where this one
 # stopped (docs/training.md). BENCH=0 or SOLVER=0 skip those steps; PYTHON picks the
 # interpreter (default python3).
 # Runs from a checkout without installing azjax (its dependencies installed).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,/^set /{/^#/p;}' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 config=$1 out=$2
@@ -37,6 +38,10 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$out"
 tmp=$(mktemp -d) run=$tmp/run
 trap 'rm -rf "$tmp"' EXIT
+# Kept where training may still want it: a failed training or export (said), and a closed
+# terminal (SIGHUP: training, in a process group of its own, runs on into it).
+keep() { trap - EXIT; echo "fresh_machine.sh: the run stays in $run" >&2; }
+trap 'trap - EXIT; exit 129' HUP
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 
 if [[ ${BENCH:-1} != 0 ]]; then
@@ -79,6 +84,7 @@ fi
 # training's status, its newest checkpoint is exported.
 if [[ $status -ne 0 && $status -ne 124 && $status -ne 130 ]] && ! ((interrupted)); then
     echo "fresh_machine.sh: training failed (exit $status)" >&2
+    keep
     exit "$status"
 fi
 if [[ ! -e ${saved[0]} ]]; then
@@ -93,8 +99,8 @@ fi
 
 step "export: $out/model.azjax"
 "$py" -m azjax.cli.export "$run" --out "$out/model.azjax" --resumable || {
-    trap - EXIT
-    echo "fresh_machine.sh: export failed; the run stays in $run" >&2
+    echo "fresh_machine.sh: export failed" >&2
+    keep
     exit 1
 }
 cp "$run/metrics.jsonl" "$out/metrics.jsonl"
