@@ -22,14 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-
-from azjax.agents import Agent
-from games.core import Game, State, random_legal_action
 
 MAX_LINES = 24  # 2^24 int8 values (16 MiB): 3x3 boxes, 2x4, 1x7 and anything smaller
 
@@ -91,11 +85,6 @@ def solve(rows: int, cols: int) -> np.ndarray:
     return values
 
 
-def line_set(drawn: Sequence[bool] | np.ndarray) -> int:
-    """The bits of the drawn lines (a bool per action, e.g. `state.lines`)."""
-    return int(np.sum(np.asarray(drawn, np.int64) << np.arange(len(drawn), dtype=np.int64)))
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Solution:
     """A solved board: `values[S]` is v(S) for every line set S."""
@@ -129,29 +118,3 @@ class Solution:
             after = int(self.values[drawn | bit])
             out.append(closed + after if closed else -after)
         return out
-
-
-@functools.cache
-def _perfect_fn(game: Game):
-    masks = closing_masks(game.rows, game.cols).astype(np.int32)
-    bits = np.int32(1) << np.arange(game.num_actions, dtype=np.int32)
-
-    def fn(values: jax.Array, state: State, key: jax.Array) -> jax.Array:
-        drawn = jnp.sum(jnp.where(state.lines, bits, 0))
-        closed = jnp.sum((drawn & masks) == masks, axis=1)  # [L]
-        after = values[drawn | bits].astype(jnp.int32)
-        score = jnp.where(closed > 0, closed + after, -after)
-        legal = state.legal_action_mask
-        top = jnp.max(jnp.where(legal, score, -128))
-        return random_legal_action(key, legal & (score == top))
-
-    return fn
-
-
-def perfect_agent(game: Game, solution: Solution) -> Agent:
-    """A jittable agent that plays a uniformly random move among the best of `solution`."""
-    if game.name != "dots_and_boxes" or (game.rows, game.cols) != (solution.rows, solution.cols):
-        raise ValueError(
-            f"a {solution.rows}x{solution.cols} Dots and Boxes solution cannot play {game!r}"
-        )
-    return Agent(fn=_perfect_fn(game), params=jnp.asarray(solution.values), name="perfect")

@@ -20,8 +20,9 @@ from helpers import load_script
 import games
 from azjax import agents, solver
 from azjax.agents import Agent
-from azjax.dab_solver import Solution, line_set, perfect_agent, solve
+from azjax.dab_solver import Solution, closing_masks, solve
 from azjax.solver import DOTS_AND_BOXES, Position
+from games.core import random_legal_action
 
 # ----------------------------------------------------------------------------- references
 
@@ -82,6 +83,23 @@ def _spiel_drawn(state) -> int:
 
 
 # ----------------------------------------------------------------------------- the solver
+
+
+def perfect_agent(game: games.Game, solution: Solution) -> Agent:
+    """A jittable agent that plays a uniformly random move among the best of `solution`."""
+    masks = closing_masks(solution.rows, solution.cols).astype(np.int32)
+    bits = np.int32(1) << np.arange(game.num_actions, dtype=np.int32)
+
+    def fn(values: jax.Array, state, key: jax.Array) -> jax.Array:
+        drawn = jnp.sum(jnp.where(state.lines, bits, 0))
+        closed = jnp.sum((drawn & masks) == masks, axis=1)  # [L]
+        after = values[drawn | bits].astype(jnp.int32)
+        score = jnp.where(closed > 0, closed + after, -after)
+        legal = state.legal_action_mask
+        top = jnp.max(jnp.where(legal, score, -128))
+        return random_legal_action(key, legal & (score == top))
+
+    return Agent(fn=fn, params=jnp.asarray(solution.values), name="perfect")
 
 
 @pytest.mark.parametrize("rows, cols", [(1, 1), (1, 3), (2, 2), (2, 3), (3, 2)])
@@ -224,9 +242,6 @@ def test_perfect_agent_scores_every_position_and_random_does_not():
     assert set(result.by_phase) == {"opening", "late"}
     rand = solver.accuracy(game, agents.make("random", game), jax.random.key(0), positions)
     assert rand.best_move < 0.8 and rand.keeps_result < 0.95
-    for other in (games.make("dots_and_boxes"), games.make("tictactoe")):
-        with pytest.raises(ValueError, match="2x2 Dots and Boxes solution cannot play"):
-            perfect_agent(other, Solution.of(2, 2))
 
 
 def test_perfect_agent_wins_the_2x2_game_by_two_against_itself():
@@ -380,10 +395,3 @@ def test_eval_cli_measures_dots_and_boxes(tmp_path, capsys, shipped):
     assert (
         "there are sets for Connect4, Dots and Boxes 3x3 and Tic-Tac-Toe" in capsys.readouterr().err
     )
-
-
-def test_line_set_matches_the_games_lines(game):
-    state = game.init(jax.random.key(0))
-    for move in (3, 17, 0):
-        state = game.step(state, move)
-    assert line_set(state.lines) == (1 << 3) | (1 << 17) | 1
