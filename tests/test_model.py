@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import re
+import shlex
 import shutil
 import sys
 
@@ -303,8 +304,13 @@ def test_train_init_from_takes_every_kind_of_source(sources):
         assert _same(trainer.starting_point(config).params, model.load(text).params), kind
 
 
-def test_the_trainers_closing_hint_loads_the_run(sources):
+def test_the_trainers_closing_hint_loads_the_run(sources, monkeypatch, capsys):
     run = sources["run"]
-    hint = re.search(r"load with (agents\.make\(.*\))\)$", summary({"iteration": 2}, 6.0, run))
+    said = summary({"iteration": 2}, 6.0, run)
+    hint = re.search(r"load with (agents\.make\(.*\))\)$", said, re.M)
     agent = eval(hint.group(1), {"agents": agents, "game": TTT})  # the line as printed
     assert agent.name == f"search:{run}@2"
+    command = shlex.split(re.search(r"play it: (azjax-play .*)$", said, re.M).group(1))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("quit\n"))
+    play.main(command[1:])  # the game is the run's
+    assert capsys.readouterr().out.startswith(f"tictactoe: you are X, search:{run} is O.")

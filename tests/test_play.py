@@ -230,7 +230,9 @@ def test_command_line_game_and_saved_record(tmp_path):
             "--save /no/such/folder/g.json: there is no folder /no/such/folder",
         ),
         (["--game", "tictactoe", "--opponent", "random", "--save", "."], "--save . is a folder"),
-        (["--opponent", "random"], "the following arguments are required: --game"),
+        (["--opponent", "random"], "--game is needed (one of chain_reaction, connect4"),
+        ([], "unless --opponent names a trained model"),
+        (["--size", "size=6", "--opponent", "zoo:othello"], "--size needs --game"),
     ],
 )
 def test_command_line_refuses_bad_arguments(args, message, capsys):
@@ -238,6 +240,17 @@ def test_command_line_refuses_bad_arguments(args, message, capsys):
         play.main(args)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_game_is_the_opponent_models_when_not_named(tmp_path, monkeypatch, capsys):
+    save = tmp_path / "game.json"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("c2\n"))
+    play.main(["--opponent", "policy-zoo:othello6", "--save", str(save)])
+    out = capsys.readouterr().out
+    assert out.startswith("othello: you are x, policy-zoo:othello6 is o.")
+    assert "(a1-f6)" in out  # 6x6, the model's size
+    record = json.loads(save.read_text())
+    assert record["kwargs"] == {"size": 6} and record["moves"][0] == "c2"
 
 
 class Interrupting(io.StringIO):

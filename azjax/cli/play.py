@@ -1,6 +1,6 @@
 """`azjax-play`: play any game in the terminal against any agent.
 
-    azjax-play --game connect4 --opponent search:runs/connect4 --as second
+    azjax-play --opponent search:runs/connect4 --as second   # the game is the model's
     azjax-play --game chain_reaction --size rows=6,cols=9 --opponent greedy
 
 Moves are typed in the game's notation; `undo` takes back to your previous turn, `hint` shows
@@ -24,6 +24,7 @@ from azjax.checks import add_game_arguments, check_writable_file, parse_size, se
 from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
+from azjax.specs import parse_spec
 from games import IllegalMoveError
 
 State = Any
@@ -157,7 +158,7 @@ def _main(argv: Sequence[str] | None) -> None:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_game_arguments(parser)
+    add_game_arguments(parser, default="the --opponent model's game")
     parser.add_argument(
         "--opponent",
         help="agent spec: random, greedy, alphabeta:D, mcts:SIMS, policy:WORKDIR[@STEP], "
@@ -181,8 +182,7 @@ def _main(argv: Sequence[str] | None) -> None:
     try:
         if args.save:  # before the game, so that a finished game is never lost
             check_writable_file(args.save, "--save")
-        kwargs = parse_size(args.size, args.game)
-        game = games.make(args.game, **kwargs)
+        game, kwargs = _game(args)
         args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
         sys.exit(bad_input("azjax-play", f"error: {err}"))
@@ -204,6 +204,25 @@ def _main(argv: Sequence[str] | None) -> None:
         save(session, args.save, {"kwargs": kwargs, "opponent": args.opponent})
     if status:
         sys.exit(status)
+
+
+def _game(args: argparse.Namespace) -> tuple[games.Game, dict[str, int]]:
+    """The game and its size keywords: --game and --size, else the --opponent model's game."""
+    if args.game is not None:
+        kwargs = parse_size(args.size, args.game)
+        return games.make(args.game, **kwargs), kwargs
+    if args.size is not None:
+        raise ValueError("--size needs --game (the game it sizes)")
+    source = parse_spec(args.opponent).source if args.opponent else None
+    if source is None:
+        raise ValueError(
+            f"--game is needed (one of {', '.join(games.names())}) unless --opponent names "
+            "a trained model"
+        )
+    from azjax import model  # flax and orbax: deferred so that --help answers at once
+
+    game = model.game_of(source)
+    return game, {key: getattr(game, key) for key in game.sizes if hasattr(game, key)}
 
 
 def save(session: Session, path: str, extra: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import pathlib
+import shlex
 import shutil
 import sys
 import time
@@ -169,6 +170,7 @@ def summary(final: dict, seconds: float, workdir: str) -> str:
             lines.append(f"  vs {name}: {value:.1%} won ({w}W {d}D {lo}L)")
     hint = f"agents.make('search:{workdir}', game)"
     lines.append(f"  checkpoint: {workdir}/checkpoints (load with {hint})")
+    lines.append(f"  play it: azjax-play --opponent {shlex.quote(f'search:{workdir}')}")
     return "\n".join(lines)
 
 
