@@ -230,7 +230,7 @@ def test_command_line_game_and_saved_record(tmp_path):
             "--save /no/such/folder/g.json: there is no folder /no/such/folder",
         ),
         (["--game", "tictactoe", "--opponent", "random", "--save", "."], "--save . is a folder"),
-        (["--opponent", "random"], "--game is needed (one of chain_reaction, connect4"),
+        (["--opponent", "random"], "--game is needed (one of chain_reaction, "),
         ([], "unless --opponent names a trained model"),
         (["--size", "size=6", "--opponent", "zoo:othello"], "--size needs --game"),
     ],
