@@ -159,6 +159,11 @@ def parse_size(text: str | None, game: str) -> dict[str, int]:
     return out
 
 
+def size_kwargs(game: games.Game) -> dict[str, int]:
+    """The size keywords that make `game` again, e.g. {"size": 6} for Othello 6x6."""
+    return {key: getattr(game, key) for key in game.sizes if hasattr(game, key)}
+
+
 def add_game_arguments(parser: argparse.ArgumentParser, default: str | None = None) -> None:
     """`--game NAME` (required unless `default` says where the game comes from otherwise) and
     `--size K=V,...`; read them back with `parse_size(args.size, args.game)`."""

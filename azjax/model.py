@@ -20,6 +20,7 @@ import jax
 
 from azjax import checkpoint, export, zoo
 from azjax.card import card_game
+from azjax.checks import size_kwargs
 from azjax.config import Config
 from azjax.network import init_params, make_network
 from azjax.specs import Source, parse_source, source_takes_no_simulations
@@ -86,7 +87,7 @@ def _label(model: Model) -> str:
 
 def _game(game: Game) -> str:
     """How errors name a game: its name and sizes, e.g. "othello size=6" or "connect4"."""
-    sizes = ",".join(f"{key}={getattr(game, key)}" for key in game.sizes if hasattr(game, key))
+    sizes = ",".join(f"{key}={value}" for key, value in size_kwargs(game).items())
     return f"{game.name} {sizes}" if sizes else game.name
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import NoReturn
 
 import games
-from azjax.checks import argparse_type
+from azjax.checks import argparse_type, parse_size
 from azjax.cli import bad_input
+from azjax.specs import parse_spec
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -39,3 +41,24 @@ def load_game_modules(prog: str) -> None:
     except ValueError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def chosen_game(
+    name: str | None, size: str | None, specs: Sequence[str | None], who: str
+) -> games.Game:
+    """The game `--game NAME --size K=V,...` names, else the game of the first of `specs` (agent
+    specs, None for one not given) that names a trained model; `who` says in the refusal which
+    agent could have named it."""
+    if name is not None:
+        return games.make(name, **parse_size(size, name))
+    if size is not None:
+        raise ValueError("--size needs --game (the game it sizes)")
+    for spec in specs:
+        source = parse_spec(spec).source if spec else None
+        if source is not None:
+            from azjax import model  # flax and orbax: deferred so that --help answers at once
+
+            return model.game_of(source)
+    raise ValueError(
+        f"--game is needed (one of {', '.join(games.names())}) unless {who} names a trained model"
+    )

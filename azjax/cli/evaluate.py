@@ -31,9 +31,15 @@ import jax
 from tqdm import tqdm
 
 import games
-from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
+from azjax.checks import (
+    SEED_RANGE,
+    add_game_arguments,
+    check_writable_file,
+    parse_size,
+    seed_arg,
+)
 from azjax.cli import INTERRUPTED, OK, check_interrupt, run_command, use_compilation_cache
-from azjax.cli.args import ArgumentParser, load_game_modules
+from azjax.cli.args import ArgumentParser, chosen_game, load_game_modules
 from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
 
 DEFAULT_BASELINES = "random,greedy,alphabeta:2,mcts:100"
@@ -165,17 +171,9 @@ def _warn_deep_search(game, depth: int) -> None:
         )
 
 
-def _game(args: argparse.Namespace, specs: list[str]):
+def _game(args: argparse.Namespace, specs: list[str]) -> games.Game:
     """--game, else the game of the first spec naming a trained model."""
-    from azjax import model  # flax, mctx, orbax: deferred so that --help answers at once
-
-    if args.game is None:
-        for spec in specs:
-            source = parse_spec(spec).source
-            if source is not None:
-                return model.game_of(source)
-        raise UsageError(f"--game is needed (one of {', '.join(games.names())})")
-    return games.make(args.game, **parse_size(args.size, args.game))
+    return chosen_game(args.game, args.size, specs, "an agent")
 
 
 def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game"):

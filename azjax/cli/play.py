@@ -20,11 +20,15 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import games
-from azjax.checks import add_game_arguments, check_writable_file, parse_size, seed_arg
+from azjax.checks import (
+    add_game_arguments,
+    check_writable_file,
+    seed_arg,
+    size_kwargs,
+)
 from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command, use_compilation_cache
-from azjax.cli.args import ArgumentParser, load_game_modules
+from azjax.cli.args import ArgumentParser, chosen_game, load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
-from azjax.specs import parse_spec
 from games import IllegalMoveError
 
 State = Any
@@ -182,7 +186,7 @@ def _main(argv: Sequence[str] | None) -> None:
     try:
         if args.save:  # before the game, so that a finished game is never lost
             check_writable_file(args.save, "--save")
-        game, kwargs = _game(args)
+        game = chosen_game(args.game, args.size, [args.opponent], "--opponent")
         args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
         sys.exit(bad_input("azjax-play", f"error: {err}"))
@@ -201,28 +205,9 @@ def _main(argv: Sequence[str] | None) -> None:
         print("\nInterrupted: the game is left unfinished.", file=sys.stderr, flush=True)
         status = INTERRUPTED
     if args.save and session is not None:
-        save(session, args.save, {"kwargs": kwargs, "opponent": args.opponent})
+        save(session, args.save, {"kwargs": size_kwargs(game), "opponent": args.opponent})
     if status:
         sys.exit(status)
-
-
-def _game(args: argparse.Namespace) -> tuple[games.Game, dict[str, int]]:
-    """The game and its size keywords: --game and --size, else the --opponent model's game."""
-    if args.game is not None:
-        kwargs = parse_size(args.size, args.game)
-        return games.make(args.game, **kwargs), kwargs
-    if args.size is not None:
-        raise ValueError("--size needs --game (the game it sizes)")
-    source = parse_spec(args.opponent).source if args.opponent else None
-    if source is None:
-        raise ValueError(
-            f"--game is needed (one of {', '.join(games.names())}) unless --opponent names "
-            "a trained model"
-        )
-    from azjax import model  # flax and orbax: deferred so that --help answers at once
-
-    game = model.game_of(source)
-    return game, {key: getattr(game, key) for key in game.sizes if hasattr(game, key)}
 
 
 def save(session: Session, path: str, extra: dict[str, Any]) -> None:
