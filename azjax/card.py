@@ -20,7 +20,7 @@ import numpy as np
 import azjax
 import games
 from azjax.config import Config, config_to_dict
-from azjax.metrics import read_metrics
+from azjax.runlog import read_metrics
 from azjax.specs import MODEL_SUFFIX, parse_spec
 
 CARD_SUFFIX = ".card.json"

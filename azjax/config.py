@@ -21,15 +21,102 @@ from typing import Any
 import yaml
 
 import games
-from azjax.network import NetworkConfig
-from azjax.search import SearchConfig
-from azjax.selfplay import SelfPlayConfig
 from azjax.specs import parse_spec
-from azjax.validation import check_fields
 
 
 class ConfigError(ValueError):
     """A configuration that cannot run: the message names the offending key."""
+
+
+def check_fields(section: str, config: Any, checks: Mapping[str, tuple[bool, str]]) -> None:
+    """Raise ValueError naming the first failing field: `section.field must be EXPECTED, got V`.
+
+    `checks` maps a field name of `config` to (whether its value is acceptable, what is expected).
+    """
+    for name, (ok, expected) in checks.items():
+        if not ok:
+            raise ValueError(f"{section}.{name} must be {expected}, got {getattr(config, name)!r}")
+
+
+DTYPES = ("float32", "bfloat16")
+ALGORITHMS = ("gumbel", "puct")
+CHANCE_VALUES = ("expected", "sampled")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Size and compute precision of the residual network (azjax.network)."""
+
+    blocks: int = 2  # residual blocks
+    channels: int = 32
+    head_channels: int = 8  # per-cell channels opening the policy and value heads
+    dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
+
+    def __post_init__(self) -> None:
+        checks = {
+            "blocks": (self.blocks >= 0, ">= 0"),
+            "channels": (self.channels >= 1, ">= 1"),
+            "head_channels": (self.head_channels >= 2, ">= 2"),
+            "dtype": (self.dtype in DTYPES, f"one of {', '.join(DTYPES)}"),
+        }
+        check_fields("network", self, checks)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Search settings (azjax.search). `algorithm` picks Gumbel MuZero or PUCT with Dirichlet
+    noise."""
+
+    algorithm: str = "gumbel"  # "gumbel" (Gumbel MuZero) | "puct" (AlphaZero's PUCT)
+    num_simulations: int = 32
+    max_num_considered_actions: int = 16  # Gumbel: actions sampled at the root
+    gumbel_scale: float = 1.0  # Gumbel: scale of the root noise when exploring
+    dirichlet_alpha: float = 0.3  # PUCT: root noise concentration
+    dirichlet_fraction: float = 0.25  # PUCT: weight of the noise in the root prior
+    pb_c_init: float = 1.25  # PUCT: exploration constant
+    sample_cutoff: float | None = None  # a sampled move whose Q is more below the best plays greedy
+    chance_value: str = "expected"  # a chance node's first value: "expected" over all outcomes
+    # (one evaluation each) or "sampled" from one drawn outcome (one evaluation: pure MCTS)
+
+    def __post_init__(self) -> None:
+        checks = {
+            "algorithm": (self.algorithm in ALGORITHMS, f"one of {', '.join(ALGORITHMS)}"),
+            "num_simulations": (self.num_simulations >= 1, ">= 1"),
+            "max_num_considered_actions": (self.max_num_considered_actions >= 1, ">= 1"),
+            "gumbel_scale": (self.gumbel_scale >= 0, ">= 0"),
+            "dirichlet_alpha": (self.dirichlet_alpha > 0, "> 0"),
+            "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
+            "pb_c_init": (self.pb_c_init > 0, "> 0"),
+            "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
+            "chance_value": (
+                self.chance_value in CHANCE_VALUES,
+                f"one of {', '.join(CHANCE_VALUES)}",
+            ),
+        }
+        check_fields("search", self, checks)
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfPlayConfig:
+    """Games in flight, chunk length, playout cap randomization, move sampling (azjax.selfplay)."""
+
+    batch_size: int = 256  # games in flight
+    chunk_moves: int = 32  # moves per jitted chunk (lax.scan length)
+    full_search_prob: float = 0.25  # playout cap randomization: P(full search)
+    fast_simulations: int = 8
+    temperature_moves: int = 8  # sample moves for the first N moves of a game, then argmax
+    opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
+
+    def __post_init__(self) -> None:
+        checks = {
+            "batch_size": (self.batch_size >= 1, ">= 1"),
+            "chunk_moves": (self.chunk_moves >= 1, ">= 1"),
+            "full_search_prob": (0.0 < self.full_search_prob <= 1.0, "in (0, 1]"),
+            "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
+            "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
+            "opening_moves": (self.opening_moves >= 0, ">= 0"),
+        }
+        check_fields("selfplay", self, checks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,13 +166,9 @@ class TrainConfig:
     steps_per_iteration: int = 16
     batch_size: int = 256  # positions per gradient step (global, over all devices)
     seed: int = 0
-    # Reanalyse: round(fraction * batch_size) positions of every batch are searched again with
-    # the latest parameters (search.*, no root noise) and get that search's policy target; the
-    # buffer then stores each position's game State. 0: off.
-    reanalyse_fraction: float = 0.0
     # A model (WORKDIR[@STEP], a model file of azjax-export, zoo:NAME) whose parameters start
     # the run in place of random ones (same game and network shape; the optimizer, buffer and
-    # schedule start afresh, unless the file carries a stopped run's continuation, `azjax-export
+    # schedule start afresh, unless the file carries a stopped run's snapshot, `azjax-export
     # --resumable`, which the run then continues). A resumed run continues from its checkpoint
     # instead. "": random parameters.
     init_from: str = ""
@@ -96,7 +179,6 @@ class TrainConfig:
             "steps_per_iteration": (self.steps_per_iteration >= 1, ">= 1"),
             "batch_size": (self.batch_size >= 1, ">= 1"),
             "seed": (0 <= self.seed < 2**63 - 1, "in [0, 2**63 - 1) (seed + 1 is used)"),
-            "reanalyse_fraction": (0.0 <= self.reanalyse_fraction <= 1.0, "in [0, 1]"),
         }
         check_fields("train", self, checks)
 
@@ -217,44 +299,9 @@ def differences(before: Mapping, after: Mapping) -> list[tuple[str, Any, Any]]:
     return [(key, old.get(key), new.get(key)) for key in keys if old.get(key) != new.get(key)]
 
 
-# ----------------------------------------------------------------------------- retired knobs
-
-ANY = object()  # a retired key that changed nothing unless another, retired, switch was on
-
-# Keys that configs no longer have (docs/learning.md#retired-knobs), with the value at which each
-# did nothing: a stored config (a model file, a run directory) written before the key was
-# removed still holds it. At that value it is dropped; at any other it is refused, since this
-# azjax cannot play or train as that config asked.
-RETIRED: dict[str, Any] = {
-    "network.global_pool": False,
-    "network.score_head": False,
-    "optim.optimizer": "adamw",
-    "optim.momentum": ANY,  # read only by the SGD optimizer
-    "optim.weight_decay": 0.0,
-    "optim.score_weight": 0.0,
-    "optim.value_weight": 1.0,
-    "search.temperature": 1.0,
-    "search.score_utility": 0.0,
-    "search.discount": 1.0,
-    "search.score_tiebreak": 0.0,
-    "train.reanalyse_value": False,
-}
-
-
-def _drop_retired(key: str, value: Any) -> None:
-    """Return when retired `key` holds its "off" value; else raise ConfigError."""
-    off = RETIRED[key]
-    if off is ANY or (value == off and isinstance(value, bool) == isinstance(off, bool)):
-        return
-    raise ConfigError(
-        f"{key}={value!r}: this feature was retired (only {off!r} still loads); see "
-        "docs/learning.md#retired-knobs for the last commit that had it"
-    )
-
-
 def config_from_dict(data: Mapping[str, Any], cls: type = Config, check: bool = True) -> Any:
     """Build (and, with `check`, validate) a config dataclass from a nested dict; missing keys
-    take defaults, and retired keys (`RETIRED`) at their "off" value are dropped."""
+    take defaults."""
     config = _build(cls, data, "")
     if cls is Config and check:
         validate(config)
@@ -267,10 +314,6 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     where = f"{prefix}." if prefix else ""
-    retired = [name for name in data if name not in fields and where + name in RETIRED]
-    for name in retired:
-        _drop_retired(where + name, data[name])
-    data = {name: value for name, value in data.items() if name not in retired}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(
@@ -327,7 +370,6 @@ def validate(config: Config) -> None:
         raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
     if r.min_size > r.capacity:
         raise ConfigError(f"replay.min_size={r.min_size!r}: must be <= replay.capacity")
-    _validate_reanalyse(config)
     for i, spec in enumerate(config.eval.opponents):
         try:
             parse_spec(spec)
@@ -344,16 +386,6 @@ def _validate_chance(config: Config, name: str) -> None:
             raise ConfigError(
                 f"eval.opponents[{i}]={spec!r}: alpha-beta cannot play {name}, a game with chance"
             )
-
-
-def _validate_reanalyse(config: Config) -> None:
-    """Reanalyse: refuse a fraction that re-searches no position of a batch."""
-    t = config.train
-    if t.reanalyse_fraction > 0 and round(t.reanalyse_fraction * t.batch_size) < 1:
-        raise ConfigError(
-            f"train.reanalyse_fraction={t.reanalyse_fraction!r}: re-searches no position of a "
-            f"batch of train.batch_size={t.batch_size} (round(fraction * batch_size) is 0)"
-        )
 
 
 # ----------------------------------------------------------------------------- loading

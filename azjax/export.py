@@ -15,7 +15,7 @@ A model file (`.azjax`) is one msgpack map:
     params   the parameters, flax.serialization msgpack bytes (loaded back as float32)
     continuation  optional (`azjax-export --resumable`): where the run stopped, for
              `train.init_from` to continue it on another machine; zlib-compressed
-             flax.serialization msgpack bytes of azjax.trainer's continuation
+             flax.serialization msgpack bytes of a run's snapshot (azjax.resume)
 
 The card (azjax.card) is also written beside the model as `NAME.card.json`, for people to read;
 `record_strength` files figures in it. ONNX: azjax.onnx_export.
@@ -102,10 +102,10 @@ def save_model(
     params: Params,
     card: Mapping[str, Any],
     dtype: str = "float32",
-    continuation: Mapping[str, Any] | None = None,
+    snapshot: Mapping[str, Any] | None = None,
 ) -> None:
     """Write a model file (and its card beside it); `dtype` is how the parameters are stored.
-    A `continuation` (azjax.trainer) lets `train.init_from` continue the run."""
+    A `snapshot` (azjax.resume) lets `train.init_from` continue the run."""
     path = pathlib.Path(path)
     check_suffix(path, SUFFIX)
     if dtype not in STORAGE_DTYPES:
@@ -120,8 +120,8 @@ def save_model(
         "dtype": dtype,
         "params": flax.serialization.msgpack_serialize(stored),
     }
-    if continuation is not None:
-        packed = flax.serialization.msgpack_serialize(dict(continuation))
+    if snapshot is not None:
+        packed = flax.serialization.msgpack_serialize(dict(snapshot))
         entries["continuation"] = zlib.compress(packed, 1)
     _write(path, entries)
 
@@ -143,10 +143,10 @@ def export_run(
     command: str | None = None,
     device: str | None = None,
     simulations: int | None = None,
-    continuation: Mapping[str, Any] | None = None,
+    snapshot: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write checkpoint `step` of a run (the newest when None) as the model file `out`, with
-    the checkpoint's `continuation` (azjax.trainer.stopped_run) when given.
+    the checkpoint's `snapshot` (azjax.resume.run_snapshot) when given.
 
     `command` (how the run was trained) defaults to `azjax-train` on the run's resolved
     `config.yaml` when the run has one; `device` is recorded as given. The model plays with
@@ -166,7 +166,7 @@ def export_run(
     name = out.name.removesuffix(SUFFIX)
     figures = run_figures(workdir, step)
     card = make_card(config, params, name, step, command=command, device=device, **figures)
-    save_model(out, config, params, card, dtype, continuation)
+    save_model(out, config, params, card, dtype, snapshot)
     return {**card, "storage_dtype": dtype}
 
 
@@ -234,15 +234,15 @@ def read_config(path: str | pathlib.Path) -> Config:
         raise ModelError(f"{path} has an unusable config: {err}") from None
 
 
-def read_continuation(path: str | pathlib.Path) -> dict[str, Any] | None:
-    """The continuation in the model file at `path` (see azjax.trainer); None when it has none."""
+def read_snapshot(path: str | pathlib.Path) -> dict[str, Any] | None:
+    """The run snapshot in the model file at `path` (azjax.resume); None when it has none."""
     packed = _read(path).get("continuation")
     if packed is None:
         return None
     try:
         return flax.serialization.msgpack_restore(zlib.decompress(packed))
     except Exception as err:  # zlib and flax raise several kinds for bad bytes
-        raise ModelError(f"{path} has a damaged continuation ({type(err).__name__})") from None
+        raise ModelError(f"{path} has a damaged run snapshot ({type(err).__name__})") from None
 
 
 def load_model(path: str | pathlib.Path) -> tuple[Config, Params, dict[str, Any]]:

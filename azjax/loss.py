@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from azjax.config import OptimConfig
-from azjax.replay import Batch
+from azjax.selfplay import Examples
 
 Array = jax.Array
 Params = Any
@@ -50,7 +50,7 @@ def l2_penalty(params: Params) -> Array:
 
 
 def loss_fn(
-    network: Any, params: Params, batch: Batch, config: OptimConfig
+    network: Any, params: Params, batch: Examples, config: OptimConfig
 ) -> tuple[Array, dict[str, Array]]:
     """Policy cross-entropy (only where a full search gave the target) + value MSE + L2."""
     logits, value = network.apply(params, batch.observation)
@@ -84,7 +84,7 @@ def loss_fn(
 def make_train_step(network: Any, optimizer: optax.GradientTransformation, config: OptimConfig):
     """`step(params, opt_state, batch) -> (params, opt_state, metrics)`, pure."""
 
-    def step(params: Params, opt_state: Any, batch: Batch):
+    def step(params: Params, opt_state: Any, batch: Examples):
         grads, metrics = jax.grad(lambda p: loss_fn(network, p, batch, config), has_aux=True)(
             params
         )

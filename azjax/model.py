@@ -93,7 +93,7 @@ def _game(game: Game) -> str:
 
 def _net(config: Config) -> str:
     n = config.network
-    return f"a {n.blocks}x{n.channels} {n.norm}-norm net of {_game(config.game.make())}"
+    return f"a {n.blocks}x{n.channels} net of {_game(config.game.make())}"
 
 
 def check(model: Model, game: Game | None = None, config: Config | None = None) -> None:

@@ -5,12 +5,10 @@
     policy: 1x1 conv (H) -> LN -> ReLU -> dense(num_actions)             -> logits
     value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
 
-Normalisation is LayerNorm over the channels of each board cell (`norm: layer`; `norm: none`
-drops it in the stem and tower, below). None keeps batch statistics, so `apply(params, obs)` is
-a pure function that behaves identically in self-play, training and evaluation: no train/eval
-switch, no mutable `batch_stats` collection to carry through the replay/train loop, and no
-dependence on the mix of positions in a batch (self-play batches hold openings and endgames side
-by side, which would skew BatchNorm's statistics).
+Normalisation is LayerNorm over the channels of each board cell: it keeps no batch statistics,
+so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
+evaluation (no train/eval switch, no `batch_stats` to carry through the loop), whatever the mix
+of openings and endgames in a batch.
 
 The heads open with `head_channels` (H, default 8) channels per cell, normalised before their
 ReLU. AlphaZero's heads have 1 or 2 channels and no normalisation; with those, a few large early
@@ -28,53 +26,23 @@ inside mctx's loop over simulations. `_Conv3x3` therefore runs,
 on the CPU, the native convolution forward with im2col's gradients (`_cpu_conv`, a custom VJP),
 and the native convolution with its own gradients elsewhere (`lax.platform_dependent`).
 
-With `norm: none` the stem's and tower's convolutions get biases instead of normalisations, and
-each block's residual branch a per-channel gain that starts at zero (SkipInit: every block starts
-as the identity, so the tower trains without normalisation). The gain is folded into the second
-convolution's kernel and bias, so a block is `relu(x + conv(relu(conv(x) + b1), g * w2) + g * b2)`:
-two convolutions with bias, ReLU and residual input, the form XLA on GPUs can run as fused
-cuDNN convolutions, with no pass over the activations for statistics or normalising.
-
 Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
 dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from azjax.validation import check_fields
+from azjax.config import NetworkConfig
 from games.core import Game
 
 Array = jax.Array
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-NORMS = ("layer", "none")
-
-
-@dataclasses.dataclass(frozen=True)
-class NetworkConfig:
-    """Size and compute precision of the residual network."""
-
-    blocks: int = 2  # residual blocks
-    channels: int = 32
-    head_channels: int = 8  # per-cell channels opening the policy and value heads
-    norm: str = "layer"  # the stem's and tower's normalisation: layer or none (heads: layer)
-    dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
-
-    def __post_init__(self) -> None:
-        checks = {
-            "blocks": (self.blocks >= 0, ">= 0"),
-            "channels": (self.channels >= 1, ">= 1"),
-            "head_channels": (self.head_channels >= 2, ">= 2"),
-            "dtype": (self.dtype in _DTYPES, f"one of {', '.join(_DTYPES)}"),
-            "norm": (self.norm in NORMS, f"one of {', '.join(NORMS)}"),
-        }
-        check_fields("network", self, checks)
 
 
 def _native_conv(x: Array, kernel: Array) -> Array:
@@ -108,47 +76,29 @@ _cpu_conv.defvjp(_cpu_conv_forward, _cpu_conv_backward)
 
 
 class _Conv3x3(nn.Module):
-    """A 3x3 'SAME' convolution, with a bias if `use_bias`; im2col's gradients on the CPU (see
-    the module docstring). `gain` float32[features], when given, scales the kernel's outputs
-    and the bias."""
+    """A 3x3 'SAME' convolution without bias; im2col's gradients on the CPU (see the module
+    docstring)."""
 
     features: int
     dtype: jnp.dtype
-    use_bias: bool = False
 
     @nn.compact
-    def __call__(self, x: Array, gain: Array | None = None) -> Array:
+    def __call__(self, x: Array) -> Array:
         shape = (3, 3, x.shape[-1], self.features)
         kernel = self.param("kernel", nn.initializers.lecun_normal(), shape, jnp.float32)
-        bias = None
-        if self.use_bias:
-            bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        if gain is not None:
-            kernel = kernel * gain
-            bias = None if bias is None else bias * gain
         x, kernel = x.astype(self.dtype), kernel.astype(self.dtype)
-        y = jax.lax.platform_dependent(x, kernel, cpu=_cpu_conv, default=_native_conv)
-        return y if bias is None else y + bias.astype(self.dtype)
-
-
-def _normalised(norm: str, dtype: jnp.dtype, x: Array) -> Array:
-    """`x` through the tower's normalisation (none: unchanged)."""
-    return x if norm == "none" else nn.LayerNorm(dtype=dtype)(x)
+        return jax.lax.platform_dependent(x, kernel, cpu=_cpu_conv, default=_native_conv)
 
 
 class _ResidualBlock(nn.Module):
     channels: int
     dtype: jnp.dtype
-    norm: str = "layer"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
-        bare = self.norm == "none"  # biases and a zero-initialised gain instead (SkipInit)
-        y = _Conv3x3(self.channels, self.dtype, use_bias=bare)(x)
-        y = nn.relu(_normalised(self.norm, self.dtype, y))
-        gain = self.param("gain", nn.initializers.zeros, (self.channels,)) if bare else None
-        y = _Conv3x3(self.channels, self.dtype, use_bias=bare)(y, gain)
-        return nn.relu(x + _normalised(self.norm, self.dtype, y))
+        y = nn.relu(nn.LayerNorm(dtype=self.dtype)(_Conv3x3(self.channels, self.dtype)(x)))
+        y = nn.LayerNorm(dtype=self.dtype)(_Conv3x3(self.channels, self.dtype)(y))
+        return nn.relu(x + y)
 
 
 class PolicyValueNet(nn.Module):
@@ -162,7 +112,6 @@ class PolicyValueNet(nn.Module):
     channels: int
     head_channels: int = 8
     dtype: jnp.dtype = jnp.float32
-    norm: str = "layer"
 
     @nn.compact
     def __call__(self, obs: Array) -> tuple[Array, Array]:
@@ -172,10 +121,9 @@ class PolicyValueNet(nn.Module):
                 f"{tuple(self.game.observation_shape)} (expected [batch, H, W, C])"
             )
         x = obs.astype(self.dtype)
-        x = _Conv3x3(self.channels, self.dtype, use_bias=self.norm == "none")(x)
-        x = nn.relu(_normalised(self.norm, self.dtype, x))
+        x = nn.relu(nn.LayerNorm(dtype=self.dtype)(_Conv3x3(self.channels, self.dtype)(x)))
         for _ in range(self.blocks):
-            x = _ResidualBlock(self.channels, self.dtype, self.norm)(x)
+            x = _ResidualBlock(self.channels, self.dtype)(x)
         batch = x.shape[0]
 
         def head(x: Array) -> Array:  # a 1x1 convolution is a dense layer over each cell
@@ -196,7 +144,6 @@ def make_network(game: Game, config: NetworkConfig) -> PolicyValueNet:
         channels=config.channels,
         head_channels=config.head_channels,
         dtype=_DTYPES[config.dtype],
-        norm=config.norm,
     )
 
 

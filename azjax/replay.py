@@ -10,40 +10,25 @@ of the game's symmetry group. So no position moves between devices, and the capa
 with the devices at a fixed memory per device. `replay_reshard` regroups a buffer for another
 number of shards (a checkpoint resumed on another device count). Everything is pure and
 jittable and the buffer never leaves the device, except `replay_newest` and `replay_examples`,
-which carry a run's newest positions to another machine (azjax.trainer's continuation).
+which carry a run's newest positions to another machine (a resumable model file).
 
 A position is stored as its observation, or as its game State when the State is smaller
-(`stores_states`; the sampler observes it, so the network sees the same planes) or when
-reanalyse needs it. The sampler can then refresh the targets of the drawn positions
-(`refresh`) before the symmetry is applied, so a re-searched policy moves with its
-observation.
+(`stores_states`; the sampler observes it, so the network sees the same planes).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from azjax.types import Examples
-from games.core import Game, State, stack_symmetries
+from azjax.selfplay import Examples
+from games.core import Game, stack_symmetries
 
 Array = jax.Array
-
-
-@struct.dataclass
-class Batch:
-    """Training positions: a sampled batch [B], or the buffer's storage [C]."""
-
-    observation: Array | None  # float32 [N, H, W, Ch]; None in storage that keeps states
-    policy: Array  # float32 [N, A]
-    policy_mask: Array  # bool [N]
-    value: Array  # float32 [N]
-    state: State | None = None  # [N] game states (stored with `as_states`), else None
 
 
 @struct.dataclass
@@ -51,7 +36,7 @@ class ReplayBuffer:
     """`shards` circular buffers in contiguous blocks of `capacity // shards` slots; shard s
     holds positions in its slots [0, size[s]) and writes the next one at `position[s]`."""
 
-    stored: Batch  # [C]
+    stored: Examples  # [C]; `valid` marks the filled slots
     position: Array  # int32 [S], next slot to write in each shard (mod C / S)
     size: Array  # int32 [S], filled slots of each shard (<= C / S)
 
@@ -84,13 +69,14 @@ def replay_init(
         raise ValueError(f"replay capacity {capacity} must be a multiple of shards={shards}")
     state = jax.eval_shape(game.init, jax.random.key(0)) if as_states else None
     return ReplayBuffer(
-        stored=Batch(
+        stored=Examples(
             observation=None
             if as_states
             else jnp.zeros((capacity, *game.observation_shape), jnp.float32),
             policy=jnp.zeros((capacity, game.num_actions), jnp.float32),
             policy_mask=jnp.zeros((capacity,), jnp.bool_),
             value=jnp.zeros((capacity,), jnp.float32),
+            valid=jnp.zeros((capacity,), jnp.bool_),
             state=jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), state),
         ),
         position=jnp.zeros(shards, jnp.int32),
@@ -108,7 +94,7 @@ def _flat(tree):
     return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)
 
 
-def _add_one(stored: Batch, position: Array, size: Array, new: Batch, valid: Array):
+def _add_one(stored: Examples, position: Array, size: Array, new: Examples, valid: Array):
     """One shard: append the valid positions of `new` in order, overwriting the oldest."""
     capacity = stored.value.shape[0]
     count = jnp.sum(valid, dtype=jnp.int32)
@@ -133,18 +119,11 @@ def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
     shards = buffer.shards
     if examples.valid.shape[0] % shards:
         raise ValueError(f"{examples.valid.shape[0]} examples do not split into {shards} shards")
-    new = Batch(
-        examples.observation,
-        examples.policy,
-        examples.policy_mask,
-        examples.value,
-        examples.state,
-    )
     stored, position, size = jax.vmap(_add_one)(
         _blocks(buffer.stored, shards),
         buffer.position,
         buffer.size,
-        _blocks(new, shards),
+        _blocks(examples, shards),
         _blocks(examples.valid, shards),
     )
     return ReplayBuffer(_flat(stored), position, size)
@@ -175,7 +154,7 @@ def replay_reshard(buffer: ReplayBuffer, shards: int) -> ReplayBuffer:
     return ReplayBuffer(jax.tree.map(move, buffer.stored), new_size % new_block, new_size)
 
 
-def replay_newest(buffer: ReplayBuffer, count: int) -> Batch:
+def replay_newest(buffer: ReplayBuffer, count: int) -> Examples:
     """The newest `count` positions of `buffer` (all it holds when fewer), oldest first, as host
     numpy arrays [N]."""
     buffer = jax.device_get(buffer)
@@ -189,7 +168,7 @@ def replay_newest(buffer: ReplayBuffer, count: int) -> Batch:
     return jax.tree.map(lambda x: np.asarray(x)[picked], buffer.stored)
 
 
-def replay_examples(positions: Batch, shards: int) -> Examples:
+def replay_examples(positions: Examples, shards: int) -> Examples:
     """Host `Examples` that `replay_add` stores as `positions` [N] (oldest first, as
     `replay_newest` gives them), dealt out in turn so that each of `shards` shards gets an even
     share in age order; N rounded up to a multiple of `shards` with invalid padding."""
@@ -203,43 +182,32 @@ def replay_examples(positions: Batch, shards: int) -> Examples:
         out[index] = x
         return out
 
-    dealt = jax.tree.map(deal, positions)
-    valid = deal(np.ones(count, np.bool_))
-    return Examples(
-        dealt.observation, dealt.policy, dealt.policy_mask, dealt.value, valid, dealt.state
-    )
+    return jax.tree.map(deal, positions.replace(valid=np.ones(count, np.bool_)))
 
 
 def make_sampler(game: Game, batch_size: int):
-    """`sample(buffer, key, refresh=None) -> Batch`: uniform positions with their observations,
-    each under a random symmetry, without their states.
+    """`sample(buffer, key) -> Examples`: uniform positions with their observations, each under
+    a random symmetry of the game, without their states.
 
     Each shard gives `batch_size // shards` positions drawn from its own slots (the batch is
     the shards' draws in shard order, so it splits over devices as the buffer does), and
-    needs `size >= 1`. `refresh(batch) -> batch`, when given, replaces the targets of the
-    drawn positions (as stored, states included) before they are observed and the symmetry
-    maps observations and policies (a game without symmetries beyond the identity gets its
-    positions as stored).
+    needs `size >= 1`.
     """
     cell_source, action_source = (jnp.asarray(a) for a in stack_symmetries(game.symmetries))
     height, width, channels = game.observation_shape
 
-    def sample(
-        buffer: ReplayBuffer, key: Array, refresh: Callable[[Batch], Batch] | None = None
-    ) -> Batch:
+    def sample(buffer: ReplayBuffer, key: Array) -> Examples:
         shards = buffer.shards
         if batch_size % shards:
             raise ValueError(f"batch size {batch_size} does not split into {shards} shards")
         index_key, symmetry_key = jax.random.split(key)
 
-        def draw(stored: Batch, size: Array, key: Array) -> Batch:
+        def draw(stored: Examples, size: Array, key: Array) -> Examples:
             index = jax.random.randint(key, (batch_size // shards,), 0, size)
             return jax.tree.map(lambda x: x[index], stored)
 
         keys = jax.random.split(index_key, shards)
         picked = _flat(jax.vmap(draw)(_blocks(buffer.stored, shards), buffer.size, keys))
-        if refresh is not None:
-            picked = refresh(picked)
         if picked.observation is None:
             picked = picked.replace(observation=jax.vmap(game.observe)(picked.state))
         g = jax.random.randint(symmetry_key, (batch_size,), 0, cell_source.shape[0])

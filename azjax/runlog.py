@@ -1,7 +1,7 @@
 """The run log: `metrics.jsonl` and TensorBoard event files, and the records' one-line forms.
 
 One record per iteration (`iteration`, `train/*`, `selfplay/*`, `replay/*`, `eval/*`, `gate/*`,
-`health*`, timings) and a `final` record after the final evaluation; `azjax.metrics` reads them.
+`health*`, timings) and a `final` record after the final evaluation; `read_metrics` reads them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,29 @@ import jax
 from tensorboardX import SummaryWriter
 
 from azjax import parallel
-from azjax.metrics import read_metrics
 
 FLUSH_SECONDS = 5
+
+
+def read_metrics(path: str | pathlib.Path) -> list[dict]:
+    """The records of a metrics.jsonl file. A last line cut short (a run killed while writing
+    it) is dropped; any other bad line is an error naming it."""
+    path = pathlib.Path(path)
+    lines = path.read_text().splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number} is not JSON: {err}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
 
 
 class RunLog:

@@ -1,11 +1,10 @@
-"""Monte Carlo tree search over any game: Gumbel MuZero or PUCT (AlphaZero), as mctx has them.
+"""Monte Carlo tree search over any game through mctx: Gumbel MuZero or PUCT (AlphaZero).
 
-The tree's embedding is the game State itself, and `recurrent_fn` steps the real rules, so
-the search is exact (no learned model). The tree stores each node's State packed into one
-byte row (`Packing`), so a simulation writes and reads one array per node, not one per field.
-The policies are mctx's (`gumbel_muzero_policy`, `muzero_policy`, `stochastic_muzero_policy`):
-their selection functions and Q transforms, over the tree that `azjax.tree.search` grows as
-`mctx.search` does, with fewer kernels per level of the tree.
+The tree's embedding is the game State itself and `recurrent_fn` steps the real rules, so the
+search is exact (no learned model), as in pgx's AlphaZero example. The loop is `mctx.search`,
+with mctx's selection functions and Q transforms: Gumbel MuZero's (`gumbel_muzero_policy`'s
+root and interior selection, its move and improved policy) or PUCT's (`muzero_policy`'s, with
+azjax's Dirichlet noise over the legal moves at the root).
 Conventions, as mctx needs them:
 
 - values are from the point of view of the player to move at a node;
@@ -21,8 +20,8 @@ Conventions, as mctx needs them:
   terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
 
 Games with chance (`game.has_chance`: dice) are searched with chance nodes instead, over
-mctx's Stochastic MuZero tree with the real game as its model (`_chance_tree`), with PUCT's
-or Gumbel MuZero's selection at its decision nodes. A decision node
+mctx's Stochastic MuZero tree with the real game as its model (`_chance_tree`, on
+`mctx.search`), with PUCT's or Gumbel MuZero's selection at its decision nodes. A decision node
 expands into the game's `afterstate` (the move played, the dice not yet rolled); an afterstate
 (a chance node) expands into `step_chance` of one outcome, chosen in proportion to the game's
 `chance_probs`, never by the State's own key, so the search cannot foresee the roll that
@@ -45,10 +44,7 @@ its evaluator.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import itertools
-import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -57,8 +53,7 @@ import jax.numpy as jnp
 import mctx
 from flax import struct
 
-from azjax.tree import search as grow_tree
-from azjax.validation import check_fields
+from azjax.config import SearchConfig
 from games.core import Game, State, discount
 
 Array = jax.Array
@@ -72,46 +67,10 @@ Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
 DecisionFn = Callable[[Params, Array, Array, State], tuple[Any, Any]]
 ChanceFn = Callable[[Params, Array, Array, Any], tuple[Any, State]]
 # grow(params, rng_key, *, root, root_action_selection_fn, interior_action_selection_fn,
-# num_simulations, invalid_actions, extra_data=None, deterministic_interior=False) -> the
-# searched mctx.Tree, children [B, N, A]: `azjax.tree.search` over States given its
-# `recurrent_fn`, or with chance nodes (`_grower`).
+# num_simulations, invalid_actions, extra_data=None) -> the searched mctx.Tree, children
+# [B, N, A]: `mctx.search` over States given its `recurrent_fn`, or with chance nodes
+# (`_chance_tree`).
 Grow = Callable[..., mctx.Tree]
-
-CHANCE_VALUES = ("expected", "sampled")
-ALGORITHMS = ("gumbel", "puct")
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchConfig:
-    """Search settings. `algorithm` picks Gumbel MuZero or PUCT with Dirichlet noise."""
-
-    algorithm: str = "gumbel"  # "gumbel" (Gumbel MuZero) | "puct" (AlphaZero's PUCT)
-    num_simulations: int = 32
-    max_num_considered_actions: int = 16  # Gumbel: actions sampled at the root
-    gumbel_scale: float = 1.0  # Gumbel: scale of the root noise when exploring
-    dirichlet_alpha: float = 0.3  # PUCT: root noise concentration
-    dirichlet_fraction: float = 0.25  # PUCT: weight of the noise in the root prior
-    pb_c_init: float = 1.25  # PUCT: exploration constant
-    sample_cutoff: float | None = None  # a sampled move whose Q is more below the best plays greedy
-    chance_value: str = "expected"  # a chance node's first value: "expected" over all outcomes
-    # (one evaluation each) or "sampled" from one drawn outcome (one evaluation: pure MCTS)
-
-    def __post_init__(self) -> None:
-        checks = {
-            "algorithm": (self.algorithm in ALGORITHMS, f"one of {', '.join(ALGORITHMS)}"),
-            "num_simulations": (self.num_simulations >= 1, ">= 1"),
-            "max_num_considered_actions": (self.max_num_considered_actions >= 1, ">= 1"),
-            "gumbel_scale": (self.gumbel_scale >= 0, ">= 0"),
-            "dirichlet_alpha": (self.dirichlet_alpha > 0, "> 0"),
-            "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
-            "pb_c_init": (self.pb_c_init > 0, "> 0"),
-            "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
-            "chance_value": (
-                self.chance_value in CHANCE_VALUES,
-                f"one of {', '.join(CHANCE_VALUES)}",
-            ),
-        }
-        check_fields("search", self, checks)
 
 
 class SearchOutput(NamedTuple):
@@ -151,66 +110,8 @@ def _evaluate(evaluate: Evaluator, params: Params, states: State, key: Array):
     return mask_logits(logits, states.legal_action_mask), value
 
 
-class Packing(NamedTuple):
-    """Pytrees of one structure as byte rows: `pack(tree) -> uint8[*batch, size]` and `unpack`
-    back, for any leading batch shape."""
-
-    pack: Callable[[Any], Array]
-    unpack: Callable[[Array], Any]
-    size: int
-
-
-def packing(template: Any) -> Packing:
-    """The Packing of pytrees shaped like `template` (one unbatched instance: arrays or
-    `jax.ShapeDtypeStruct`s of bools, integers or floats of at most 4 bytes an element)."""
-    paths, treedef = jax.tree.flatten_with_path(template)
-    leaves = [leaf for _, leaf in paths]
-    for path, leaf in paths:
-        dtype = leaf.dtype
-        if dtype.itemsize > 4:  # typed PRNG keys are 8 or 16
-            raise ValueError(
-                f"{jax.tree_util.keystr(path) or 'the tree'} is {dtype}: a searched State "
-                "holds bools, integers and floats of at most 4 bytes (a key as its uint32 data)"
-            )
-    widths = [math.prod(x.shape) * x.dtype.itemsize for x in leaves]
-    offsets = [0, *itertools.accumulate(widths)]
-
-    def pack(tree: Any) -> Array:
-        rows = []
-        for x, leaf in zip(treedef.flatten_up_to(tree), leaves, strict=True):
-            batch = x.shape[: x.ndim - len(leaf.shape)]
-            x = x.astype(jnp.uint8) if x.dtype == jnp.bool_ else x
-            rows.append(jax.lax.bitcast_convert_type(x, jnp.uint8).reshape(*batch, -1))
-        return jnp.concatenate(rows, axis=-1)
-
-    def unpack(rows: Array) -> Any:
-        batch, out = rows.shape[:-1], []
-        for leaf, start, stop in zip(leaves, offsets[:-1], offsets[1:], strict=True):
-            x, dtype = rows[..., start:stop], leaf.dtype
-            if dtype == jnp.bool_:
-                x = x.reshape(*batch, *leaf.shape) != 0
-            elif dtype.itemsize > 1:  # the bytes of each element on a last axis
-                x = x.reshape(*batch, *leaf.shape, dtype.itemsize)
-                x = jax.lax.bitcast_convert_type(x, dtype)
-            else:
-                x = jax.lax.bitcast_convert_type(x.reshape(*batch, *leaf.shape), dtype)
-            out.append(x)
-        return treedef.unflatten(out)
-
-    return Packing(pack, unpack, offsets[-1])
-
-
-@functools.cache
-def state_packing(game: Game) -> Packing:
-    """The Packing of `game`'s States, as the search tree stores them (made once per game)."""
-    return packing(jax.eval_shape(game.init, jax.random.key(0)))
-
-
 def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
-    packed = state_packing(game)
-
-    def recurrent_fn(params: Params, key: Array, action: Array, rows: Array):
-        states = packed.unpack(rows)
+    def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
         logits, value = _evaluate(evaluate, params, children, key)
         out = mctx.RecurrentFnOutput(
@@ -219,18 +120,18 @@ def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
             prior_logits=logits,
             value=value,
         )
-        return out, packed.pack(children)
+        return out, children
 
     return recurrent_fn
 
 
 def _grower(game: Game, evaluate: Evaluator, chance_value: str) -> Grow:
-    """How `game`'s tree grows: over its States by `game.step` (`azjax.tree.search`), or with
-    chance nodes (`_chance_tree`)."""
+    """How `game`'s tree grows: over its States by `game.step` (`mctx.search`), or with chance
+    nodes (`_chance_tree`)."""
     if game.has_chance:
         decision_fn = _decision_fn(game, evaluate, chance_value)
         return functools.partial(_chance_tree, decision_fn, _chance_fn(game, evaluate))
-    return functools.partial(grow_tree, recurrent_fn=_recurrent_fn(game, evaluate))
+    return functools.partial(mctx.search, recurrent_fn=_recurrent_fn(game, evaluate))
 
 
 def _dirichlet_logits(key: Array, logits: Array, legal: Array, alpha: float, fraction: Array):
@@ -266,9 +167,8 @@ def search_tree(
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
     """`run_search`, also returning the mctx search tree (for analysis and tests). Its
-    embeddings hold the States packed (`state_packing(game).unpack` reads them); with chance
-    nodes, a `_Node` each: decision nodes' States and chance nodes' Afterstates
-    (`_afterstate_packing`)."""
+    embeddings are the States; with chance nodes, a `_Node` each: decision nodes' States and
+    chance nodes' Afterstates."""
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:
@@ -279,9 +179,7 @@ def search_tree(
     root_key, noise_key, search_key, action_key = jax.random.split(key, 4)
 
     logits, value = _evaluate(evaluate, params, states, root_key)
-    root = mctx.RootFnOutput(
-        prior_logits=logits, value=value, embedding=state_packing(game).pack(states)
-    )
+    root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
     grow = _grower(game, evaluate, config.chance_value)
     if config.algorithm == "gumbel":
         scale = jnp.where(explore, config.gumbel_scale, 0.0)[:, None]
@@ -382,10 +280,7 @@ def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
     one evaluation per outcome) or the backed-up value of one outcome drawn from the
     probabilities ("sampled": one evaluation, for evaluators as noisy as a random playout)."""
 
-    packed, packed_after = state_packing(game), _afterstate_packing(game)
-
-    def decision_fn(params: Params, key: Array, action: Array, rows: Array):
-        states = packed.unpack(rows)
+    def decision_fn(params: Params, key: Array, action: Array, states: State):
         after = jax.vmap(game.afterstate)(states, action)
         probs = jax.vmap(game.chance_probs)(after)  # [B, C]
         logp = jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny))
@@ -406,24 +301,13 @@ def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
         if chance_value != "sampled":
             backed = (probs * backed.reshape(probs.shape)).sum(-1)
         out = mctx.DecisionRecurrentFnOutput(chance_logits=logp, afterstate_value=backed)
-        return out, packed_after.pack(Afterstate(state=after, mover=states.current_player))
+        return out, Afterstate(state=after, mover=states.current_player)
 
     return decision_fn
 
 
-@functools.cache
-def _afterstate_packing(game: Game) -> Packing:
-    """The Packing of `game`'s Afterstates, as the search tree stores them (made once per game)."""
-    state = jax.eval_shape(game.init, jax.random.key(0))
-    after = jax.eval_shape(game.afterstate, state, jnp.int32(0))
-    return packing(Afterstate(state=after, mover=state.current_player))
-
-
 def _chance_fn(game: Game, evaluate: Evaluator):
-    packed, packed_after = state_packing(game), _afterstate_packing(game)
-
-    def chance_fn(params: Params, key: Array, outcome: Array, rows: Array):
-        after = packed_after.unpack(rows)
+    def chance_fn(params: Params, key: Array, outcome: Array, after: Afterstate):
         children = jax.vmap(game.step_chance)(after.state, outcome)
         logits, value = _evaluate(evaluate, params, children, key)
         # the edge's parent as `reward` and `discount` read it: the player who moved
@@ -434,7 +318,7 @@ def _chance_fn(game: Game, evaluate: Evaluator):
             reward=jax.vmap(reward)(movers, children),
             discount=jax.vmap(discount)(movers, children),
         )
-        return out, packed.pack(children)
+        return out, children
 
     return chance_fn
 
@@ -442,11 +326,11 @@ def _chance_fn(game: Game, evaluate: Evaluator):
 @struct.dataclass
 class _Node:
     """A node's embedding in the tree with chance nodes: a decision node's State (`state`) or a
-    chance node's Afterstate (`after`), each packed. The other field holds what the step of the
-    other kind made of the parent (both steps run for every node) and is never read."""
+    chance node's Afterstate (`after`). The other field holds what the step of the other kind
+    made of the parent (both steps run for every node) and is never read."""
 
-    state: Array  # uint8 [B, state_packing(game).size]
-    after: Array  # uint8 [B, _afterstate_packing(game).size]
+    state: State
+    after: Afterstate
     decision: Array  # bool: a decision node
 
 
@@ -535,13 +419,11 @@ def _chance_tree(
     num_simulations: int,
     invalid_actions: Array,
     extra_data: Any = None,
-    deterministic_interior: bool = False,
 ) -> mctx.Tree:
     """The search over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs it
     (a `Grow` once given its two steps), with any selection of moves: one at the root, one at
-    the other decision nodes (`deterministic_interior` passed on to `azjax.tree.search`: the
-    chance nodes' selection ignores key and depth too). Returns the tree with its children cut to
-    the moves (children [B, N, A])."""
+    the other decision nodes. Returns the tree with its children cut to the moves (children
+    [B, N, A])."""
     num_actions = root.prior_logits.shape[-1]
     batch = root.prior_logits.shape[0]
     decided, after = jax.eval_shape(
@@ -563,7 +445,7 @@ def _chance_tree(
         del depth
         return root_action_selection_fn(key, tree, node)
 
-    tree = grow_tree(
+    tree = mctx.search(
         params,
         rng_key,
         root=tree_root,
@@ -575,7 +457,6 @@ def _chance_tree(
         num_simulations=num_simulations,
         invalid_actions=invalid_actions,
         extra_data=extra_data,
-        deterministic_interior=deterministic_interior,
     )
     return _children(tree, slice(None, num_actions))
 
@@ -584,15 +465,6 @@ def _masked(logits: Array, invalid_actions: Array) -> Array:
     """Root logits as mctx's policies mask them: the best at 0, invalid actions at `finfo.min`."""
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
-
-
-def keeps_actions() -> bool:
-    """Whether Gumbel's search keeps each node's next action and walks down with no loop over
-    the tree's levels (`azjax.tree.search`'s `deterministic_interior`): on a GPU, where each
-    level of a loop costs its kernels' launches and a round trip to the host; not on the CPU,
-    where a level costs neither and the kept actions' batched passes are more work
-    (docs/learning.md, "Kept actions"), nor on a TPU, which runs its loops on the chip."""
-    return jax.default_backend() == "gpu"
 
 
 def _gumbel_policy(
@@ -630,7 +502,6 @@ def _gumbel_policy(
             mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
         ),
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
-        deterministic_interior=keeps_actions(),  # Gumbel's selection ignores key and depth
     )
     visits = tree.summary().visit_counts
     completed = jax.vmap(qtransform, in_axes=(0, None))(tree, tree.ROOT_INDEX)

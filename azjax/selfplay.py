@@ -26,18 +26,20 @@ Each move records the mover's reward and the edge's discount as the search sees 
 (`azjax.search.reward`, `games.core.discount`), so the value target z is the return the search
 maximises.
 With `as_states`, each position travels as its game State instead of its observation (the replay
-buffer stores whichever is smaller, and reanalyse needs the State), so the pending buffer
-shrinks too.
+buffer stores whichever is smaller), so the pending buffer shrinks too.
 
-Value targets come from `azjax.targets.resolve`: positions whose game has not ended stay in a
-pending buffer in the carry (max_game_length entries per slot) and are emitted once known;
-slots share their example slots within groups (one per device), so a burst of finished games
-in some slots is emitted at once.
+Value targets (`resolve`): the value target of a position is the return of its mover, by a
+reverse scan over each slot's moves, `G_t = reward_t + discount_t * G_{t+1}`, with `discount_t`
+0 when move t ended the game, +1 when the same player moves again (Dots and Boxes) and -1 when
+the other player moves next; so G_t is always in the mover's view. Positions whose game has not
+ended stay in a pending buffer in the carry (max_game_length entries per slot) and are emitted
+once known: every searched position becomes a training example. Slots share their example
+slots within groups (one per device): each slot emits up to a common cap of its oldest known
+positions (water-filling), so a burst of finished games in some slots is emitted at once.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -46,39 +48,49 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from azjax import targets
-from azjax.search import Evaluator, SearchConfig, reward, run_search, search_evaluations
-from azjax.types import Examples, Trajectory
-from azjax.validation import check_fields
+from azjax.config import SearchConfig, SelfPlayConfig
+from azjax.search import Evaluator, reward, run_search, search_evaluations
 from games.core import Game, State, discount, random_legal_action, tree_where
 
 Array = jax.Array
 
 
-@dataclasses.dataclass(frozen=True)
-class SelfPlayConfig:
-    """Games in flight, chunk length, playout cap randomization, move sampling, value targets."""
+@struct.dataclass
+class Examples:
+    """Training positions with known targets, leading dimension N.
 
-    batch_size: int = 256  # games in flight
-    chunk_moves: int = 32  # moves per jitted chunk (lax.scan length)
-    full_search_prob: float = 0.25  # playout cap randomization: P(full search)
-    fast_simulations: int = 8
-    temperature_moves: int = 8  # sample moves for the first N moves of a game, then argmax
-    value_target: str = "z"  # "z" | "q" | "mix"
-    value_mix: float = 0.5  # weight of q in "mix"
-    opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
+    The one pytree of training positions: made by self-play (`resolve`), stored by the replay
+    buffer and drawn by its sampler for the train step. Slots with `valid == False` are
+    padding and are never stored; sampled batches and stored positions are all valid.
+    """
 
-    def __post_init__(self) -> None:
-        checks = {
-            "batch_size": (self.batch_size >= 1, ">= 1"),
-            "chunk_moves": (self.chunk_moves >= 1, ">= 1"),
-            "full_search_prob": (0.0 < self.full_search_prob <= 1.0, "in (0, 1]"),
-            "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
-            "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
-            "opening_moves": (self.opening_moves >= 0, ">= 0"),
-        }
-        check_fields("selfplay", self, checks)
-        targets.check_value_target(self.value_target, self.value_mix)
+    observation: Array | None  # float32 [N, H, W, C], mover's view; None where states are kept
+    policy: Array  # float32 [N, A], search policy target (zeros where policy_mask is False)
+    policy_mask: Array  # bool [N], True where a full search produced the policy target (PCR)
+    value: Array  # float32 [N], value target from the mover's view, in [-1, 1]
+    valid: Array  # bool [N]
+    state: State | None = None  # [N] the searched game states (when stored), else None
+
+
+@struct.dataclass
+class Trajectory:
+    """Self-play positions in move order, leading dimensions [T, B] (time, game slot).
+
+    Entry (t, b) is the position searched at step t in slot b and the move played from it.
+    Consecutive entries of a slot belong to one game unless `terminated` ends it; the next
+    entry then starts a new game.
+    """
+
+    observation: Array | None  # float32 [T, B, H, W, C], mover's view; None when states are kept
+    policy: Array  # float32 [T, B, A], search policy (zeros where policy_mask is False)
+    policy_mask: Array  # bool [T, B], True where a full search produced the policy (PCR)
+    action: Array  # int32 [T, B], the move played
+    reward: Array  # float32 [T, B], the mover's reward for the move played
+    discount: Array  # float32 [T, B], 0 if the move ended the game, +1 same mover next, else -1
+    terminated: Array  # bool [T, B], the move ended the game
+    root_value: Array  # float32 [T, B], the searched value, mover's view
+    valid: Array  # bool [T, B], False for empty padding slots
+    state: State | None = None  # [T, B] the searched game states (when stored), else None
 
 
 @struct.dataclass
@@ -231,9 +243,7 @@ def make_selfplay(
         )
         example = jax.tree.map(lambda x: x[0], games) if as_states else None
         shape = None if as_states else game.observation_shape
-        pending = targets.empty_trajectory(
-            game.max_game_length, batch, shape, game.num_actions, example
-        )
+        pending = empty_trajectory(game.max_game_length, batch, shape, game.num_actions, example)
         return Carry(
             states=games,
             move_number=plies,
@@ -245,9 +255,7 @@ def make_selfplay(
         full = jax.random.bernoulli(pcr_key, cfg.full_search_prob, (length,))
         keys = jax.random.split(slot_key, (length, batch))
         games, move_number, chunk = rollout(params, carry.states, carry.move_number, full, keys)
-        examples, pending, counts = targets.resolve(
-            _swap(carry.pending), chunk, cfg.value_target, cfg.value_mix, groups
-        )
+        examples, pending, counts = resolve(_swap(carry.pending), chunk, groups)
         moves = _moves_played(carry.move_number, chunk.terminated)
         finished = chunk.terminated.sum()
         positions = length * batch
@@ -279,3 +287,150 @@ def chunk_evaluations(
     full = search_evaluations(game, search_config)
     fast = search_evaluations(game, search_config, cfg.fast_simulations)
     return cfg.batch_size * (full_steps * full + (cfg.chunk_moves - full_steps) * fast)
+
+
+# ----------------------------------------------------------------------------- value targets
+
+
+def returns(trajectory: Trajectory) -> tuple[Array, Array]:
+    """Each position's return from its mover's view, and whether it is known ([T, B] each):
+    `G_t = reward_t + discount_t * G_{t+1}`, known when the position is valid and its game
+    ends inside the trajectory."""
+
+    def back(carry, step):
+        ret_next, ended_next = carry
+        reward, discount, terminated = step
+        ret = reward + discount * ret_next
+        ended = terminated | ended_next
+        return (ret, ended), (ret, ended)
+
+    batch = trajectory.reward.shape[1:]
+    init = (jnp.zeros(batch, jnp.float32), jnp.zeros(batch, jnp.bool_))
+    steps = (trajectory.reward, trajectory.discount, trajectory.terminated)
+    _, (ret, ended) = jax.lax.scan(back, init, steps, reverse=True)
+    return ret, ended & trajectory.valid
+
+
+def empty_trajectory(
+    length: int,
+    batch: int,
+    observation_shape: tuple[int, ...] | None,
+    num_actions: int,
+    state: State | None = None,
+) -> Trajectory:
+    """An all-padding trajectory [length, batch] (the initial pending buffer); with an
+    (unbatched) example `state`, it keeps game states too, and with `observation_shape` None,
+    no observations."""
+    lead = (length, batch)
+    return Trajectory(
+        observation=None
+        if observation_shape is None
+        else jnp.zeros((*lead, *observation_shape), jnp.float32),
+        policy=jnp.zeros((*lead, num_actions), jnp.float32),
+        policy_mask=jnp.zeros(lead, jnp.bool_),
+        action=jnp.zeros(lead, jnp.int32),
+        reward=jnp.zeros(lead, jnp.float32),
+        discount=jnp.zeros(lead, jnp.float32),
+        terminated=jnp.zeros(lead, jnp.bool_),
+        root_value=jnp.zeros(lead, jnp.float32),
+        valid=jnp.zeros(lead, jnp.bool_),
+        state=jax.tree.map(lambda x: jnp.zeros((*lead, *x.shape), x.dtype), state),
+    )
+
+
+def _emission_counts(known: Array, total: int, most: int) -> Array:
+    """[B] positions emitted per slot from `known` [B] known counts (each <= `most`), at most
+    `total` in all.
+
+    Every slot gets min(known, c) for the largest cap c with sum(min(known, c)) <= total (found
+    by bisection; c >= total // B), and the remaining example slots go, one each, to the first
+    slots that still have known positions above the cap.
+    """
+    batch = known.shape[0]
+    low = jnp.asarray(total // batch, jnp.int32)  # always fits
+    high = jnp.maximum(known.max(), low) + 1  # never needed beyond this
+    for _ in range(int(most + 1).bit_length()):
+        mid = (low + high) // 2
+        fits = jnp.minimum(known, mid).sum() <= total
+        low, high = jnp.where(fits, mid, low), jnp.where(fits, high, mid)
+    count = jnp.minimum(known, low)
+    above = known > low
+    extra = above & (jnp.cumsum(above) <= total - count.sum())
+    return count + extra
+
+
+def resolve(
+    pending: Trajectory,
+    chunk: Trajectory,
+    groups: int = 1,
+) -> tuple[Examples, Trajectory, dict[str, Array]]:
+    """Turn pending positions [P, B] plus a new chunk [T, B] into examples and a new pending.
+
+    `pending` holds each slot's carried positions right-aligned (valid entries last, padding
+    first); `chunk` is fully valid. Returns the examples (N = T * B; in each group the emitted
+    ones first, by slot, oldest first, `valid` marking them), the new pending buffer [P, B] in
+    the same layout, and counts: `emitted` (examples), `pending` (carried positions) and
+    `dropped` (positions that did not fit in the pending buffer: 0 whenever P >= the longest
+    game).
+
+    `groups` splits the B slots into that many contiguous groups that share their T * B /
+    groups example slots among themselves only; with one group per device, examples never
+    move between devices.
+    """
+    batch = chunk.valid.shape[1]
+    if groups < 1 or batch % groups:
+        raise ValueError(f"groups={groups} must be >= 1 and divide the {batch} game slots")
+    if groups == 1:
+        return _resolve(pending, chunk)
+
+    def split(x: Array) -> Array:
+        return x.reshape(x.shape[0], groups, batch // groups, *x.shape[2:])
+
+    examples, new_pending, counts = jax.vmap(_resolve, in_axes=1, out_axes=(0, 1, 0))(
+        jax.tree.map(split, pending), jax.tree.map(split, chunk)
+    )
+    examples = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), examples)
+    new_pending = jax.tree.map(lambda x: x.reshape(x.shape[0], batch, *x.shape[3:]), new_pending)
+    return examples, new_pending, {k: v.sum() for k, v in counts.items()}
+
+
+def _resolve(
+    pending: Trajectory, chunk: Trajectory
+) -> tuple[Examples, Trajectory, dict[str, Array]]:
+    """`resolve` for one group of slots."""
+    capacity, (length, batch) = pending.valid.shape[0], chunk.valid.shape
+    window = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pending, chunk)
+    value, known = returns(window)
+    first = capacity - pending.valid.sum(0)  # [B], window index of each slot's oldest position
+    count = _emission_counts(known.sum(0), length * batch, capacity + length)  # [B]
+
+    # Example j comes from slot `slot[j]`, the `j - start[slot]`-th oldest position there.
+    end = jnp.cumsum(count)
+    j = jnp.arange(length * batch)
+    slot = jnp.minimum(jnp.searchsorted(end, j, side="right"), batch - 1)
+    row = jnp.minimum(first[slot] + j - (end - count)[slot], capacity + length - 1)
+    emit = j < end[-1]
+
+    def gather(x: Array) -> Array:
+        return x[row, slot]
+
+    policy_mask = gather(window.policy_mask) & emit
+    examples = Examples(
+        observation=jax.tree.map(gather, window.observation),
+        policy=jnp.where(policy_mask[:, None], gather(window.policy), 0.0),
+        policy_mask=policy_mask,
+        value=jnp.where(emit, gather(value), 0.0),
+        valid=emit,
+        state=jax.tree.map(gather, window.state),
+    )
+    # The new pending buffer is the window's last P entries, minus what was emitted.
+    keep_from = first + count  # [B], window index of the oldest position still pending
+    kept = jnp.arange(length, capacity + length)[:, None] >= keep_from[None]
+    new_pending = jax.tree.map(lambda x: x[length:], window)
+    new_pending = new_pending.replace(valid=new_pending.valid & kept)
+    counts = {
+        "emitted": count.sum(),
+        "pending": new_pending.valid.sum(),
+        "dropped": jnp.maximum(length - keep_from, 0).sum(),
+    }
+    return examples, new_pending, counts

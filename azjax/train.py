@@ -8,7 +8,7 @@ Each iteration runs these steps in order (`_Session`'s methods):
     gate           every `gate.every` iterations, the latest parameters against the best
     watch_health   name a dying network (azjax.health)
     log            one record in metrics.jsonl and TensorBoard (azjax.runlog)
-    checkpoint     every `checkpoint.every` iterations, or when asked to stop (azjax.workdir)
+    checkpoint     every `checkpoint.every` iterations, or when asked to stop (azjax.checkpoint)
 
 and a final evaluation closes the run. Metrics leave the device once per iteration.
 """
@@ -21,22 +21,19 @@ import math
 import pathlib
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from tqdm.auto import tqdm
 
-from azjax import health, parallel, throughput
-from azjax.checkpoint import Checkpointer, read_config
-from azjax.config import Config, config_to_dict, differences, dump_config
-from azjax.metrics import read_metrics
-from azjax.runlog import RunLog, eval_line, postfix, scalars
+from azjax import agents, arena, health, parallel, resume, throughput
+from azjax.checkpoint import Checkpointer, StopRequest, WorkdirLock, read_config
+from azjax.config import Config, ConfigError, config_to_dict, differences, dump_config
+from azjax.runlog import RunLog, eval_line, postfix, read_metrics, scalars
 from azjax.selfplay import chunk_evaluations
-from azjax.trainer import Start, make_trainer, restore, resume, starting_point
-from azjax.trainer import evaluate as arena_evaluate
-from azjax.trainer import gate as arena_gate
-from azjax.workdir import StopRequest, WorkdirLock
+from azjax.trainer import Trainer, TrainState, make_trainer
 
 Array = jax.Array
 Params = Any
@@ -108,7 +105,7 @@ def _resumed(config: Config, checkpointer: Checkpointer) -> tuple[Config, list[s
 
 def _changes(before: Config, after: Config) -> list[str]:
     """The settings of a continued run that differ from those it ran with ("key old -> new"),
-    `train.init_from` aside (a continuation names its model there)."""
+    `train.init_from` aside (a snapshot names its model there)."""
     return [
         f"{key} {old!r} -> {new!r}"
         for key, old, new in differences(config_to_dict(before), config_to_dict(after))
@@ -153,24 +150,27 @@ class _Session:
         # A resumed run starts from its checkpoint: the model file it started from is not read
         # (a previous piece's model may be gone from a fresh machine). A first start reads it
         # before any compiling, so that a bad one stops the run at once.
-        start = Start() if resuming else starting_point(config)
+        start = resume.Start() if resuming else resume.start(config)
         self.shown = progress and jax.process_index() == 0  # the progress bars and notes
         if self.shown:  # what the wait before the bar moves is
             cache = jax.config.jax_compilation_cache_dir
             where = f"; JAX's cache in {cache} speeds up the next ones" if cache else ""
             print(f"compiling: the first start of a config takes longest{where}", flush=True)
+        self.opponents = make_opponents(config)  # a bad one stops the run before compiling
         self.trainer = make_trainer(config)
         self.iteration, saved = 0, []
         if resuming:
-            self.iteration, self.state = restore(self.trainer, checkpointer)
+            self.iteration, self.state = resume.from_checkpoint(self.trainer, checkpointer)
             saved = checkpointer.records(self.iteration)
             if jax.process_index() == 0:
                 print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
         else:
             self.state = self.trainer.init(jax.random.key(config.train.seed), start.params)
-            if start.continuation is not None:  # a model file of a stopped run: continue it
-                self.iteration, self.state = resume(self.trainer, self.state, start.continuation)
-                saved = json.loads(start.continuation["records"])
+            if start.snapshot is not None:  # a model file of a stopped run: continue it
+                self.iteration, self.state = resume.from_snapshot(
+                    self.trainer, self.state, start.snapshot
+                )
+                saved = json.loads(start.snapshot["records"])
                 changed = _changes(start.config, config)
                 if jax.process_index() == 0:
                     print(
@@ -268,7 +268,7 @@ class _Session:
         params, games = self.state.params, self.config.eval.num_games
         opponents = ", ".join(self.config.eval.opponents)
         self.bar.set_postfix_str(f"evaluating: {games} games against {opponents}")
-        record.update(arena_evaluate(self.trainer, params, key, games))
+        record.update(evaluate(self.trainer, self.opponents, params, key, games))
         self.bar.write(eval_line(self.iteration, record))
 
     def gate(self, record: dict[str, Any]) -> None:
@@ -278,7 +278,7 @@ class _Session:
             return
         key = jax.random.fold_in(self.gate_key, self.iteration)
         self.bar.set_postfix_str(f"gate: {self.config.gate.games} games against the best")
-        self.state, gated = arena_gate(self.trainer, self.state, key)
+        self.state, gated = gate(self.trainer, self.state, key)
         record.update(gated)
         verdict = "becomes the best" if gated["gate/promoted"] else "is not better"
         self.bar.write(
@@ -346,7 +346,9 @@ class _Session:
         total = games * len(self.config.eval.opponents)
         key = jax.random.fold_in(self.eval_key, 0)
         with tqdm(total=total, desc="final evaluation", unit="game", disable=not self.shown) as bar:
-            return arena_evaluate(self.trainer, self.state.params, key, games, bar.update)
+            return evaluate(
+                self.trainer, self.opponents, self.state.params, key, games, bar.update
+            )
 
     def clocks(self) -> dict[str, Any]:
         """Where this session started and the run's wall clock so far (for the summary)."""
@@ -356,3 +358,70 @@ class _Session:
 @jax.jit
 def _all_finite(tree: Any) -> Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+# ----------------------------------------------------------------------------- the arena
+
+
+def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
+    """The `eval.opponents` agents; ConfigError naming a spec that cannot be built (say, a
+    `search:WORKDIR` without checkpoints)."""
+    game, out = config.game.make(), []
+    for i, spec in enumerate(config.eval.opponents):
+        try:
+            out.append(agents.make(spec, game))
+        except ValueError as err:
+            raise ConfigError(f"eval.opponents[{i}]={spec!r}: {err}") from None
+    return tuple(out)
+
+
+def gate(trainer: Trainer, state: TrainState, key: Array) -> tuple[TrainState, dict[str, Any]]:
+    """Arena gating: the latest parameters (the candidate) against the best, both with search;
+    the candidate becomes the best (self-play's parameters) when it scores >= `gate.threshold`."""
+    config, game, network = trainer.config.gate, trainer.game, trainer.network
+    search = trainer.config.playing_search()
+    candidate = agents.search_agent(game, network, parallel.to_host(state.params), search)
+    best = agents.search_agent(game, network, parallel.to_host(state.best), search)
+    result = arena.match(
+        game, candidate, best, config.games, key, opening_moves=config.opening_moves
+    )
+    promoted = arena.gate(result, config.threshold)
+    if promoted:
+        state = state.replace(best=jax.tree.map(jnp.copy, state.params))
+    return state, {"gate/score": float(result.score), "gate/promoted": int(promoted)}
+
+
+def evaluate(
+    trainer: Trainer,
+    opponents: tuple[agents.Agent, ...],
+    params: Params,
+    key: Array,
+    num_games: int,
+    progress: Callable[[int], Any] | None = None,
+) -> dict[str, float]:
+    """Net + search (no exploration) against each `eval.opponents` agent, via the arena;
+    `progress(n)` after each batch of `n` games (`arena.match`'s)."""
+    config = trainer.config.eval
+    search = trainer.config.playing_search()
+    player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
+    out: dict[str, float] = {}
+    for i, (spec, opponent) in enumerate(zip(config.opponents, opponents, strict=True)):
+        key_i = jax.random.fold_in(key, i)
+        result = arena.match(
+            trainer.game,
+            player,
+            opponent,
+            num_games,
+            key_i,
+            opening_moves=config.opening_moves,
+            progress=progress,
+        )
+        name = spec.replace(":", "_").replace("/", "_")
+        out[f"eval/{name}/score"] = float(result.score)
+        out[f"eval/{name}/win_rate"] = result.wins / result.games
+        out[f"eval/{name}/wins"] = int(result.wins)
+        out[f"eval/{name}/draws"] = int(result.draws)
+        out[f"eval/{name}/losses"] = int(result.losses)
+    return out
+
+

@@ -162,7 +162,7 @@ def _card_only(args: argparse.Namespace) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     """Write the model file or ONNX graph; the command's status."""
-    from azjax import export, model, onnx_export, trainer  # flax, orbax: loaded after --help
+    from azjax import export, model, onnx_export, resume  # flax, orbax: loaded after --help
     from azjax.card import card_path  # the same
 
     if args.out is None:
@@ -177,9 +177,9 @@ def _export(args: argparse.Namespace) -> int:
         run = parse_source(source)
         if run.kind != "run":
             raise ValueError(f"{args.source} is already a model file; give a run directory")
-        workdir, continuation = model.run_directory(run), None
+        workdir, snapshot = model.run_directory(run), None
         if args.resumable is not None:
-            continuation = trainer.stopped_run(workdir, run.step, args.resumable)
+            snapshot = resume.run_snapshot(workdir, run.step, args.resumable)
         card = export.export_run(
             workdir,
             args.out,
@@ -188,11 +188,11 @@ def _export(args: argparse.Namespace) -> int:
             args.command,
             args.device,
             args.simulations,
-            continuation,
+            snapshot,
         )
         carried = ""
-        if continuation is not None:
-            positions = len(continuation["replay"][0]) if continuation["replay"] else 0
+        if snapshot is not None:
+            positions = len(snapshot["replay"][0]) if snapshot["replay"] else 0
             carried = f", resumable with {positions:,} replay positions"
         print(
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "

@@ -17,6 +17,7 @@ import time
 import jax  # already loaded before --help: the game modules import it
 
 from azjax import parallel
+from azjax.checkpoint import WorkdirError, WorkdirInUse
 from azjax.cli import (
     FAILED,
     INTERRUPTED,
@@ -29,7 +30,6 @@ from azjax.cli import (
 )
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.config import Config, ConfigError, load_config
-from azjax.workdir import WorkdirError, WorkdirInUse
 
 
 def _parser() -> argparse.ArgumentParser:
