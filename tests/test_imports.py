@@ -1,10 +1,13 @@
-"""azjax's modules import one another without a circle, and every import inside a function
-says why it is there (a `# reason` comment on its line)."""
+"""azjax's layering: no import circle, a trainer free of evaluation and model files, games
+without azjax, mctx's public API only, and every import inside a function says why it is there
+(a `# reason` comment on its line)."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import mctx
 from helpers import ROOT
@@ -97,6 +100,26 @@ def test_no_import_circle_among_azjax_modules():
     assert "azjax.specs" in graph["azjax.agents"]
     cycle = _cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_trainer_imports_no_evaluation_or_model_file_module():
+    """The jitted trainer's imports, followed through every module they load, reach none of
+    the host loop's evaluation, gating, resuming or model-file modules."""
+    graph, seen, todo = _graph(), set(), ["azjax.trainer"]
+    while todo:
+        for name in graph[todo.pop()] - seen:
+            seen.add(name)
+            todo.append(name)
+    outside = {"agents", "arena", "export", "model", "referees", "card", "resume", "train"}
+    assert not seen & {f"azjax.{name}" for name in outside}, sorted(seen)
+    assert "azjax.selfplay" in seen
+
+
+def test_games_import_without_azjax():
+    code = "import sys, games; games.make('connect4')\n"
+    code += "assert not [m for m in sys.modules if m.startswith('azjax')], 'azjax imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
 
 
 def test_function_local_imports_say_why():

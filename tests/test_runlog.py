@@ -12,8 +12,7 @@ import pytest
 from tensorboardX import event_file_writer
 from tensorboardX.proto.event_pb2 import Event
 
-from azjax.metrics import read_metrics
-from azjax.runlog import FLUSH_SECONDS, RunLog, eval_line, postfix, scalars
+from azjax.runlog import FLUSH_SECONDS, RunLog, eval_line, postfix, read_metrics, scalars
 
 
 def events(path: pathlib.Path) -> list[Event]:
