@@ -23,7 +23,8 @@ import random
 import sys
 import time
 
-from azjax.pons import GROUPS, PATH, STAGES, group, remaining_moves
+from azjax.referees import GROUPS, STAGES, group, remaining_moves
+from azjax.referees import PONS_PATH as PATH
 
 COLS = 7
 

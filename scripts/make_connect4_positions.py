@@ -20,7 +20,7 @@ import pathlib
 import random
 import sys
 
-from azjax.solver import CONNECT4
+from azjax.referees import CONNECT4
 
 COLS = 7
 BOOK_PLIES = 12  # plies covered by bitbully's opening book

@@ -25,8 +25,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from azjax.dab_solver import Solution
-from azjax.solver import DOTS_AND_BOXES
+from azjax.referees import DOTS_AND_BOXES
+from azjax.referees import DotsAndBoxesSolution as Solution
 
 TRIES_PER_PLY = 200
 PUBLISHED_LINE = (7, 10, 6, 20)  # h 3 2, h 4 2, h 3 1, v 3 1

@@ -16,7 +16,7 @@ import argparse
 import functools
 import pathlib
 
-from azjax.solver import TICTACTOE
+from azjax.referees import TICTACTOE
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 Board = tuple[int, ...]  # 9 cells: 1 the mover's mark, -1 the opponent's, 0 empty

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agents import Agent
-from azjax.solver import replay
+from azjax.referees import replay
 from games.core import Game
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 from flax import struct
 
 import games
-from azjax import agents, arena
+from azjax import arena
 from azjax.agents import Agent, random_legal_action
 from azjax.cli import INTERRUPTED
 from games.core import Game
@@ -367,7 +367,6 @@ def test_cli_refuses_bad_input_clearly(capsys):
 def test_cli_round_robin_and_solver_write_json(tmp_path):
     import json
 
-    from azjax import pons
     from azjax.cli.evaluate import main
 
     out = tmp_path / "rr.json"
@@ -389,63 +388,6 @@ def test_cli_round_robin_and_solver_write_json(tmp_path):
         ("greedy", "alphabeta:2"),
         ("alphabeta:1", "alphabeta:2"),
     ]
-
-    out = tmp_path / "solver.json"
-    assert main(["--solver", "greedy", "--json", str(out)]) == 0
-    acc = json.loads(out.read_text())["accuracy"]
-    assert acc["positions"] >= 200 and 0 < acc["best_move"] <= acc["keeps_result"] <= 1
-    rates = json.loads(out.read_text())["pons"]  # Connect4: Pons' six groups besides
-    assert tuple(rates) == pons.GROUPS
-    assert all(0 < r["mistake_rate"] < 1 and r["positions"] >= 200 for r in rates.values())
-    assert main(["--solver", "greedy", "--batch", "64", "--quiet", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["accuracy"] == acc  # in batches, the same moves
-    assert json.loads(out.read_text())["pons"] == rates
-
-
-@pytest.mark.parametrize("stop_after", [3, 9], ids=["solver_set", "pons_groups"])
-def test_cli_solver_interrupted_keeps_its_finished_batches(
-    stop_after, tmp_path, monkeypatch, capsys
-):
-    """Ctrl-C during `azjax-eval --solver --batch N` scores the positions of the batches done."""
-    import json
-
-    from azjax import pons, solver
-    from azjax.cli import evaluate
-
-    calls = []
-
-    def ctrl_c_after_some_batches():
-        calls.append(1)
-        if len(calls) == stop_after:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(evaluate, "check_interrupt", ctrl_c_after_some_batches)
-    out = tmp_path / "solver.json"
-    argv = ["--solver", "random", "--batch", "64", "--quiet", "--json", str(out)]
-    assert evaluate.main(argv) == INTERRUPTED
-    data = json.loads(out.read_text())
-    game, key, groups = solver.CONNECT4.game, jax.random.key(0), pons.load()
-    positions, flat = solver.CONNECT4.load(), [p for g in groups.values() for p in g]
-    planned = len(positions) + len(flat)
-    batches = -(-len(positions) // 64)  # the solver set's, before the Pons groups'
-    done = min(64 * stop_after, len(positions)) + 64 * max(0, stop_after - batches)
-    assert (data["interrupted"], data["positions"], data["planned_positions"]) == (
-        True,
-        done,
-        planned,
-    )
-    message = f"interrupted after {done} of {planned} positions (whole batches)"
-    assert message in capsys.readouterr().err
-    mover = agents.make("random", game)  # its moves follow its keys
-    moves = solver.agent_moves(game, mover, key, positions, 64)
-    scored = min(done, len(positions))
-    assert data["accuracy"] == solver.score_moves(positions[:scored], moves[:scored]).to_dict()
-    if done <= len(positions):
-        assert "pons" not in data
-    else:
-        moves = solver.agent_moves(game, mover, jax.random.fold_in(key, 1), flat, 64)
-        first = {pons.GROUPS[0]: groups[pons.GROUPS[0]][: done - len(positions)]}
-        assert data["pons"] == pons.score_mistakes(first, moves[: done - len(positions)]).to_dict()
 
 
 @pytest.mark.parametrize("saved", [True, False], ids=["json", "no_json"])

@@ -228,13 +228,6 @@ def _check_output(path: pathlib.Path, option: str) -> None:
     check_writable_file(str(path), option)
 
 
-def _write_json(path: pathlib.Path | None, data: dict) -> None:
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
-
-
 def _match(args: argparse.Namespace) -> Outcome:
     from azjax import arena  # flax, mctx, orbax: deferred so that --help answers at once
 
@@ -273,7 +266,6 @@ def _rate(args, game, players, pairs, desc: str):
         done.append(result)
         if args.json is not None:
             partial = [r.to_dict() for r in done]
-            args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"game": game.name, "partial": partial}, indent=2))
 
     try:
@@ -420,17 +412,17 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> Non
 
 
 def _solver(args: argparse.Namespace) -> Outcome:
-    from azjax import pons, solver  # flax, mctx, orbax: deferred so that --help answers at once
+    from azjax import referees  # flax, mctx, orbax: deferred so that --help answers at once
 
     spec = _nonempty(args.solver, "--solver")
     if args.game is None and parse_spec(spec).source is None:
-        game = solver.DEFAULT_REFEREE.game
+        game = referees.CONNECT4.game  # the default
     else:
         game = _game(args, [spec])
-    referee = solver.referee_for(game)
+    referee = referees.referee_for(game)
     agent = _agent(spec, game)
     positions = referee.load(args.positions)
-    groups = pons.load() if referee.groups_file is not None else {}
+    groups = referees.load_groups() if referee.groups_file is not None else {}
     flat = [p for group in groups.values() for p in group]
     total = len(positions) + len(flat)
     key = jax.random.key(args.seed)
@@ -442,20 +434,20 @@ def _solver(args: argparse.Namespace) -> Outcome:
                 if todo:
                     part = jax.random.fold_in(key, index) if index else key
                     moves.append(
-                        solver.agent_moves(game, agent, part, todo, args.batch, _advance(bar))
+                        referees.agent_moves(game, agent, part, todo, args.batch, _advance(bar))
                     )
         except KeyboardInterrupt as stop:  # Ctrl-C: the finished batches still count
-            if isinstance(stop, solver.MovesInterrupted):
+            if isinstance(stop, referees.MovesInterrupted):
                 moves.append(stop.moves)
             if not moves:
                 raise
             done = sum(map(len, moves))
             stopped = {"interrupted": True, "positions": done, "planned_positions": total}
-    result = solver.score_moves(positions[: len(moves[0])], moves[0])
+    result = referees.score_moves(positions[: len(moves[0])], moves[0])
     data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict(), **stopped}
     text = f"{agent.name} against perfect play ({game.name}):\n{result}"
     if len(moves) > 1:
-        rates = pons.score_mistakes(_first(groups, len(moves[1])), moves[1])
+        rates = referees.score_mistakes(_first(groups, len(moves[1])), moves[1])
         data["pons"] = rates.to_dict()
         text += f"\n{rates}"
     return data, lambda: print(text)
@@ -500,17 +492,15 @@ def main(argv: list[str] | None = None) -> int | None:
 def _main(argv: list[str] | None) -> int:
     load_game_modules("azjax-eval")
     args = _parser().parse_args(argv)
-    for option, value in (("--games", args.games), ("--batch", args.batch)):
-        if value is not None and value < 1:
-            print(f"azjax-eval: {option} must be >= 1, got {value}", file=sys.stderr)
-            return 2
-    if args.opening_moves is not None and args.opening_moves < 0:
-        print(
-            f"azjax-eval: --opening-moves must be >= 0, got {args.opening_moves}", file=sys.stderr
-        )
-        return 2
     use_compilation_cache()
     try:
+        for option, value, low in (
+            ("--games", args.games, 1),
+            ("--batch", args.batch, 1),
+            ("--opening-moves", args.opening_moves, 0),
+        ):
+            if value is not None and value < low:
+                raise UsageError(f"{option} must be >= {low}, got {value}")
         if args.size is not None and args.game is None:
             raise UsageError("--size needs --game (the game it sizes)")
         _check_mode_options(args)
@@ -538,7 +528,8 @@ def _main(argv: list[str] | None) -> int:
             kept = f"; the finished matches are in {args.json}"
         print(f"azjax-eval: interrupted{kept}", file=sys.stderr)
         return INTERRUPTED
-    _write_json(args.json, data)  # first: results are kept even if printing fails
+    if args.json is not None:  # first: results are kept even if printing fails
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     show()
     if args.json is not None:
         print(f"wrote {args.json}")

@@ -1,0 +1,726 @@
+"""The referees (azjax.referees) against independent references: plain-Python solvers written
+here, OpenSpiel, published values, exhaustive Tic-Tac-Toe; the scorers on known answers; and
+`azjax-eval --solver`."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import random
+import sys
+
+import jax
+import numpy as np
+import pyspiel
+import pytest
+from helpers import compile_optimised, load_script, lookup_agent
+
+import games
+from azjax import agents, model, referees, zoo
+from azjax.cli import INTERRUPTED
+from azjax.cli import evaluate as cli
+from azjax.referees import CONNECT4, DOTS_AND_BOXES, TICTACTOE, Position
+from azjax.referees import DotsAndBoxesSolution as Solution
+
+COLS, ROWS = 7, 6  # Connect4
+BOTTOM = sum(1 << (7 * c) for c in range(COLS))  # bitboards: 7 bits a column, bottom up
+FULL = BOTTOM * ((1 << ROWS) - 1)
+
+
+@pytest.fixture(scope="module")
+def c4():
+    return games.make("connect4")
+
+
+@pytest.fixture(scope="module")
+def positions():
+    return CONNECT4.load()
+
+
+@pytest.fixture(scope="module")
+def groups():
+    return referees.load_groups()
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+WIN = Position((), (-2, -1, 0, 1, 0, -1, -2), "opening")  # the empty board: the centre wins
+DRAW = Position((3,), (-1, 0, 0, 0, 0, 0, -1), "opening")  # made-up labels: a draw
+LOST = Position((0, 0), (-5, -3, -3, None, -4, -3, -7), "late")  # lost; column 3 full
+
+
+def test_score_moves_on_hand_labelled_positions():
+    acc = referees.score_moves([WIN, DRAW, LOST], [3, 0, 1])  # 0 loses the draw
+    assert (acc.positions, acc.best_move, acc.keeps_result) == (3, 2 / 3, 2 / 3)
+    acc = referees.score_moves([LOST, DRAW, WIN], [3, 4, 2])  # 3 is illegal; 2 only draws
+    assert (acc.best_move, acc.keeps_result) == (1 / 3, 1 / 3)
+    assert list(acc.by_phase.items()) == [("late", (1, 0, 0)), ("opening", (2, 0.5, 0.5))]
+    assert list(acc.by_result.items()) == [  # from won to lost
+        ("won", (1, 0, 0)),
+        ("drawn", (1, 1, 1)),
+        ("lost", (1, 0, 0)),
+    ]
+    assert (WIN.value, DRAW.value, LOST.value, LOST.best_moves) == (1, 0, -1, (1, 2, 5))
+    assert not WIN.keeps_result(-4) and not WIN.keeps_result(7)  # no such column
+    # Keeping the result, blind to the scores: the win's only winning move is best (1), the
+    # draw's 5 drawing moves are all best (1), and 3 of the lost position's 6 moves are (1/2).
+    assert (WIN.result_blind, DRAW.result_blind, LOST.result_blind) == (1, 1, 0.5)
+    assert acc.result_blind == pytest.approx(2.5 / 3)
+    keys = {"positions": 1, "best_move": 0.0, "keeps_result": 0.0}
+    assert acc.to_dict()["by_result"]["lost"] == keys
+    with pytest.raises(ValueError, match="one move per position"):
+        referees.score_moves([WIN], [])
+
+
+def test_wilson_interval():
+    assert referees.wilson(0, 10) == pytest.approx((0, 0.2775), abs=1e-4)
+    assert referees.wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert referees.wilson(1000, 1000) == pytest.approx((0.99617, 1), abs=1e-4)
+
+
+def test_score_mistakes_on_hand_labelled_positions():
+    rates = referees.score_mistakes({"a": [WIN, DRAW], "b": [LOST]}, [2, 0, 6])
+    assert rates.counts == {"a": (2, 2), "b": (1, 0)}  # in a lost position no move errs
+    rates = referees.score_mistakes({"a": [WIN, DRAW], "b": [LOST]}, [3, 1, 6])
+    assert rates.counts == {"a": (2, 0), "b": (1, 0)}
+    ci = list(referees.wilson(0, 1))
+    assert rates.to_dict()["b"] == {"positions": 1, "mistakes": 0, "mistake_rate": 0, "ci95": ci}
+    with pytest.raises(ValueError, match="one move per position"):
+        referees.score_mistakes({"a": [WIN]}, [3, 3])
+
+
+# ----------------------------------------------------------------------------- Connect4
+
+
+def _bitboards(moves: tuple[int, ...]) -> tuple[int, int]:
+    """(the mover's stones, all stones) after `moves`."""
+    heights, mine, mask = [0] * COLS, 0, 0
+    for i, move in enumerate(moves):
+        bit = 1 << (7 * move + heights[move])
+        heights[move] += 1
+        mask |= bit
+        if i % 2 == len(moves) % 2:
+            mine |= bit
+    return mine, mask
+
+
+def _aligned(stones: int) -> bool:
+    for shift in (1, 7, 6, 8):  # vertical, horizontal, the two diagonals
+        pairs = stones & (stones >> shift)
+        if pairs & (pairs >> 2 * shift):
+            return True
+    return False
+
+
+def _drop(mask: int, col: int) -> int:
+    """The bit a stone dropped in `col` takes (0: the column is full)."""
+    return (mask + (1 << 7 * col)) & (((1 << ROWS) - 1) << 7 * col)
+
+
+def _perfect_line(mine: int, mask: int, cache: dict) -> tuple[int, int]:
+    """(result for the mover: 1, 0, -1; plies until the game ends) under perfect play, where
+    the winner ends it as soon as it can and the loser as late as it can: plain negamax."""
+    if (mine, mask) not in cache:
+        best, best_key = None, None
+        for col in range(COLS):
+            if not (bit := _drop(mask, col)):
+                continue
+            line = _move_line(mine, mask, bit, cache)
+            key = (line[0], -line[1] if line[0] > 0 else line[1] if line[0] < 0 else 0)
+            if best_key is None or key > best_key:
+                best, best_key = line, key
+        cache[mine, mask] = best
+    return cache[mine, mask]
+
+
+def _move_line(mine: int, mask: int, bit: int, cache: dict) -> tuple[int, int]:
+    """(result, plies to the end) for the mover after it plays `bit`, this move included."""
+    if _aligned(mine | bit):
+        return 1, 1
+    if mask | bit == FULL:
+        return 0, 1
+    result, plies = _perfect_line((mask | bit) ^ (mine | bit), mask | bit, cache)
+    return -result, plies + 1
+
+
+def _column_scores(moves: tuple[int, ...], cache: dict) -> tuple[int | None, ...]:
+    """Every column's exact score after `moves` by the brute force: 22 - the winner's stones at
+    the win, signed for the mover; 0 for a draw; None for a full column."""
+    mine, mask = _bitboards(moves)
+    scores = []
+    for col in range(COLS):
+        if not (bit := _drop(mask, col)):
+            scores.append(None)
+            continue
+        result, plies = _move_line(mine, mask, bit, cache)
+        scores.append(result * (22 - (len(moves) + plies + 1) // 2))  # the winner's last stone
+    return tuple(scores)
+
+
+def test_the_connect4_set_covers_the_game_and_wins_at_once_are_best(positions):
+    assert len(positions) >= 200 and len({p.moves for p in positions}) == len(positions)
+    assert {p.phase for p in positions} == {"opening", "middle", "late"}
+    assert {p.value for p in positions} == {-1, 0, 1}
+    plies = [p.ply for p in positions]
+    assert min(plies) == 0 and max(plies) >= 30
+    # The first player wins only in the centre; the columns beside it draw (Allis 1988).
+    assert [int(np.sign(s)) for s in positions[plies.index(0)].scores] == [-1, -1, 0, 1, 0, -1, -1]
+    checked = 0
+    for p in positions:  # a move that wins at once has the best (and a positive) score
+        mine, mask = _bitboards(p.moves)
+        for col in range(COLS):
+            if (bit := _drop(mask, col)) and _aligned(mine | bit):
+                assert p.scores[col] > 0 and col in p.best_moves, p.moves
+                checked += 1
+    assert checked > 10
+
+
+def test_late_connect4_labels_match_a_brute_force(positions):
+    late = [p for p in positions if p.ply >= 30]
+    assert len(late) >= 10
+    cache: dict = {}
+    for p in late:
+        assert _column_scores(p.moves, cache) == p.scores, p.moves
+
+
+@pytest.mark.parametrize("script", ["make_connect4_positions", "make_connect4_pons"])
+def test_the_connect4_scripts_name_the_missing_solver(script, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "bitbully", None)  # an import of it fails
+    with pytest.raises(SystemExit) as exit_info:
+        load_script(script).main(["--out", str(tmp_path / "x.json")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("bitbully is not installed; pip install -e '.[solver]'")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_accuracy_of_perfect_worst_and_random_agents(c4, positions):
+    key = jax.random.key(0)
+    perfect = lookup_agent(c4, positions, lambda p: p.best_moves[-1])
+    acc = referees.accuracy(c4, perfect, key)  # the shipped set by default
+    assert (acc.positions, acc.best_move, acc.keeps_result) == (len(positions), 1, 1)
+
+    def legal(p):
+        return [c for c, s in enumerate(p.scores) if s is not None]
+
+    worst = lookup_agent(c4, positions, lambda p: min(legal(p), key=lambda c: p.scores[c]))
+    acc = referees.accuracy(c4, worst, key, positions)
+    assert acc.best_move == np.mean([len({p.scores[c] for c in legal(p)}) == 1 for p in positions])
+    assert acc.keeps_result == np.mean([all(map(p.keeps_result, legal(p))) for p in positions])
+    # A uniformly random agent scores what the labels expect of one, in batches or not (each
+    # position keeps its key) and `progress` hears of every position once.
+    rand, told = agents.make("random", c4), []
+    runs = [referees.accuracy(c4, rand, jax.random.key(s), positions) for s in range(4)]
+    assert referees.accuracy(c4, rand, jax.random.key(3), positions, 7, told.append) == runs[3]
+    assert told == [7] * (len(positions) // 7) + [len(positions) % 7] * bool(len(positions) % 7)
+    for got, ok in (("best_move", lambda p, c: c in p.best_moves), ("keeps_result", None)):
+        ok = ok or (lambda p, c: p.keeps_result(c))
+        expected = np.mean([np.mean([ok(p, c) for c in legal(p)]) for p in positions])
+        assert np.mean([getattr(r, got) for r in runs]) == pytest.approx(expected, abs=0.05)
+    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+        referees.accuracy(c4, rand, key, positions, 0)
+
+
+def test_positions_are_refused_for_another_game(c4, positions):
+    with pytest.raises(ValueError, match="not labelled for tictactoe"):
+        referees.replay(games.make("tictactoe"), positions[:2])
+    full = next(p for p in positions if None in p.scores)  # a full column
+    relabelled = Position(full.moves, positions[0].scores, full.phase)  # every column labelled
+    with pytest.raises(ValueError, match="not labelled for connect4"):
+        referees.replay(c4, [positions[0], relabelled])
+    with pytest.raises(ValueError, match=r"no perfect-play position set.*Connect4"):
+        referees.accuracy(games.make("othello"), agents.make("random", c4), jax.random.key(0))
+    assert referees.referee_for(c4) is CONNECT4
+
+
+SCORES = [-2, -1, 0, 1, 0, -1, -2]  # the empty board's
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no Connect4 position set at {}; run scripts/make_connect4_positions.py"),
+        (b"{not json", "not a readable JSON position file"),
+        (b"\xff\xfe\x00binary", "not a readable JSON position file"),
+        (b'[{"moves": "", "scores": []}]', 'expected an object with a "positions" list'),
+        (b'{"positions": [{"moves": "abc", "scores": []}]}', "are not a list of actions"),
+        (b'{"positions": [{"moves": "99", "scores": []}]}', "move 9 at ply 0 is illegal"),
+        (b'{"positions": [{"moves": [0, true], "scores": []}]}', "are not a list of actions"),
+        (b'{"positions": [3]}', 'position 0: expected {"moves"'),
+        (b'{"positions": [{"moves": "", "scores": [1.5]}]}', "scores must be integers or null"),
+        (b'{"positions": [{"moves": "", "scores": [1, 2]}]}', "has bad scores (1, 2)"),
+        ("0000000", "move 0 at ply 6 is illegal"),  # the seventh stone in column 0
+        ("00000000", "move 0 at ply 6 is illegal"),  # the first illegal move is named
+        ("01010101", "move 1 at ply 7 is illegal"),  # a move after the first player won
+        ("0101010", "positions finished or not labelled"),  # the won position itself
+    ],
+)
+def test_bad_position_files_are_named_in_one_line(tmp_path, capsys, content, message):
+    bad = tmp_path / "bad.json"
+    if isinstance(content, str):
+        content = json.dumps({"positions": [{"moves": content, "scores": SCORES}]}).encode()
+    if content is not None:
+        bad.write_bytes(content)
+    assert cli.main(["--solver", "random", "--positions", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err and message.replace("{}", str(bad)) in err
+
+
+# ----------------------------------------------------------------------------- Pons' groups
+
+
+def test_remaining_moves_and_groups_on_known_values():
+    remaining = referees.remaining_moves
+    assert remaining(0, 1) == 41 and remaining(0, 21) == 1  # a win with the last / first stone
+    assert remaining(0, 0) == 42 and remaining(30, 0) == 12  # a draw fills the board
+    assert remaining(40, 1) == 1  # 21st stone: the mover has 20 on the board
+    assert remaining(39, -1) == 2  # the opponent's 21st stone after the mover's 20th
+    assert remaining(1, -1) == 40  # the first player wins with its 21st stone
+    assert referees.group(0, 1) == "begin-hard" and referees.group(20, 11) == "middle-easy"
+    # stage bounds: 14 | 15 and 28 | 29 moves played; difficulty: 13 | 14 and 28 | 29 moves left
+    assert [referees.group(p, 0).split("-")[0] for p in (14, 15, 28, 29)] == [
+        "begin",
+        "middle",
+        "middle",
+        "end",
+    ]
+    assert [referees.group(42 - r, 0).split("-")[1] for r in (13, 14, 28, 29)] == [
+        "easy",
+        "medium",
+        "medium",
+        "hard",
+    ]
+    with pytest.raises(ValueError, match="moves played 42"):
+        referees.group(42, 0)
+
+
+def test_groups_match_a_brute_force_count_of_the_moves_left():
+    """Late shipped positions (read as they are: load_groups files positions by the formula
+    under test), and random positions ten or eleven moves from full, by exhaustive search."""
+    data = json.loads(referees.PONS_PATH.read_text())
+    shipped = CONNECT4.parse({"positions": data["groups"]["end-easy"]})
+    rng, cache, kinds = random.Random(0), {}, set()
+    for p in [p for p in shipped if p.ply >= 32][:60]:
+        result, left = _perfect_line(*_bitboards(p.moves), cache)
+        assert (p.value, referees.remaining_moves(p.ply, p.best)) == (result, left), p.moves
+        assert referees.group(p.ply, p.best) == "end-easy"
+        assert _column_scores(p.moves, cache) == p.scores, p.moves
+        kinds.add((result, p.ply % 2))
+    assert kinds == set(itertools.product((1, 0, -1), (0, 1)))  # all six covered
+    checked = 0
+    while checked < 40:
+        moves, heights = [], [0] * COLS
+        while len(moves) < 31 + checked % 2:  # both movers
+            col = rng.choice([c for c in range(COLS) if heights[c] < ROWS])
+            moves.append(col)
+            heights[col] += 1
+        mine, mask = _bitboards(tuple(moves))
+        if _aligned(mine) or _aligned(mine ^ mask):
+            continue
+        result, plies = _perfect_line(mine, mask, cache)
+        end = len(moves) + plies  # stones on the board at the end
+        score = result * (22 - (end + 1) // 2)  # 22 - the winner's stones at the win
+        assert referees.remaining_moves(len(moves), score) == plies, (moves, score, plies)
+        checked += 1
+
+
+def test_shipped_groups(groups, c4):
+    data = json.loads(referees.PONS_PATH.read_text())
+    assert list(groups) == list(referees.GROUPS)
+    assert data["counts"] == {name: len(ps) for name, ps in groups.items()}
+    assert all(len(ps) >= 200 for ps in groups.values())
+    every = [p.moves for ps in groups.values() for p in ps]
+    assert len(set(every)) == len(every)  # no repeats
+    for name, positions in groups.items():
+        assert all(referees.group(p.ply, p.best) == name for p in positions)
+    # Hard begins span their plies; easy ones are wins and losses (no draw ends that soon).
+    assert {p.ply for p in groups["begin-hard"]} == set(range(14))
+    assert {p.value for p in groups["begin-easy"]} == {-1, 1}
+    # Mistake rates are the scorer's of the agent's moves, group after group.
+    some = {name: ps[:3] for name, ps in groups.items()}
+    flat, rand = [p for ps in some.values() for p in ps], agents.make("random", c4)
+    key = jax.random.key(1)
+    moves = referees.agent_moves(c4, rand, key, flat)
+    rates = referees.mistake_rates(c4, rand, key, some, batch_size=5)
+    assert rates == referees.score_mistakes(some, moves)
+
+
+def test_a_misfiled_pons_group_is_refused(tmp_path):
+    data = json.loads(referees.PONS_PATH.read_text())
+    data["groups"]["begin-hard"].append(data["groups"]["end-easy"][0])
+    bad = tmp_path / "bad.json"
+    cases = [(data, "is not begin-hard")]
+    cases.append(({"groups": {**data["groups"], "begin-hard": []}}, "group begin-hard is empty"))
+    cases.append(({"groups": {"end-easy": []}}, 'expected an object with "groups"'))
+    for content, message in cases:
+        bad.write_text(json.dumps(content))
+        with pytest.raises(ValueError, match=f"{bad}: .*{message}"):
+            referees.load_groups(bad)
+    with pytest.raises(FileNotFoundError, match=f"run {referees.PONS_SCRIPT}"):
+        referees.load_groups(tmp_path / "nowhere.json")
+
+
+# ----------------------------------------------------------------------------- azjax-eval
+
+
+def test_cli_scores_connect4_and_pons(tmp_path, positions, groups):
+    out = tmp_path / "solver.json"
+    assert cli.main(["--solver", "random", "--quiet", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    acc, rates = data["accuracy"], data["pons"]  # Connect4: Pons' six groups besides
+    assert acc["positions"] == len(positions) and 0 < acc["best_move"] <= acc["keeps_result"] < 1
+    assert tuple(rates) == referees.GROUPS
+    assert all(0 < r["mistake_rate"] < 1 and r["positions"] >= 200 for r in rates.values())
+
+
+@pytest.mark.parametrize("stop_after", [1, 2], ids=["solver_set", "pons_groups"])
+def test_cli_solver_interrupted_keeps_its_finished_batches(
+    stop_after, tmp_path, monkeypatch, capsys, c4, positions, groups
+):
+    """Ctrl-C during `azjax-eval --solver --batch N` scores the positions of the batches done."""
+    calls = []
+
+    def ctrl_c_after_some_batches():
+        calls.append(1)
+        if len(calls) == stop_after:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "check_interrupt", ctrl_c_after_some_batches)
+    out = tmp_path / "solver.json"
+    argv = ["--solver", "random", "--batch", "640", "--quiet", "--json", str(out)]
+    assert cli.main(argv) == INTERRUPTED
+    data = json.loads(out.read_text())
+    flat = [p for g in groups.values() for p in g]
+    done, planned = len(positions) + 640 * (stop_after - 1), len(positions) + len(flat)
+    assert (data["interrupted"], data["positions"], data["planned_positions"]) == (
+        True,
+        done,
+        planned,
+    )
+    assert f"interrupted after {done} of {planned} positions (whole batches)" in (
+        capsys.readouterr().err
+    )
+    rand, key = agents.make("random", c4), jax.random.key(0)
+    moves = referees.agent_moves(c4, rand, key, positions, 640)
+    assert data["accuracy"] == referees.score_moves(positions, moves).to_dict()
+    if stop_after == 1:
+        assert "pons" not in data
+    else:
+        moves = referees.agent_moves(c4, rand, jax.random.fold_in(key, 1), flat, 640)
+        first = {referees.GROUPS[0]: groups[referees.GROUPS[0]][:640]}
+        assert data["pons"] == referees.score_mistakes(first, moves[:640]).to_dict()
+
+
+# ----------------------------------------------------------------------------- Tic-Tac-Toe
+
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+def _play(board: tuple[int, ...], cell: int) -> tuple[int, ...]:
+    """The board after the mover (1) takes `cell`, from the other player's view (signs swapped)."""
+    return tuple(-1 if i == cell else -c for i, c in enumerate(board))
+
+
+def _ended(board: tuple[int, ...]) -> int | None:
+    """The result for the player to move once the last move ended the game (-1 lost, 0 drawn);
+    None while it goes on."""
+    if any(all(board[c] == -1 for c in line) for line in LINES):
+        return -1
+    return None if 0 in board else 0
+
+
+@functools.cache
+def _result(board: tuple[int, ...]) -> int:
+    """The game-theoretic result for the player to move: 1 won, 0 drawn, -1 lost."""
+    ended = _ended(board)
+    if ended is not None:
+        return ended
+    return max(-_result(_play(board, c)) for c in range(9) if board[c] == 0)
+
+
+def _board(moves) -> tuple[int, ...]:
+    return functools.reduce(_play, moves, (0,) * 9)
+
+
+@pytest.fixture(scope="module")
+def ttt_positions():
+    return TICTACTOE.load()
+
+
+def test_the_tictactoe_set_is_every_position_labelled_by_minimax(ttt_positions, tmp_path, capsys):
+    seen, frontier = set(), [(0,) * 9]  # every non-terminal position reachable
+    while frontier:
+        board = frontier.pop()
+        if board not in seen and _ended(board) is None:
+            seen.add(board)
+            frontier.extend(_play(board, c) for c in range(9) if board[c] == 0)
+    boards = [_board(p.moves) for p in ttt_positions]
+    assert len(boards) == len(seen) == 4520 and set(boards) == seen
+    for p, board in zip(ttt_positions, boards, strict=True):
+        signs = [None if s is None else int(np.sign(s)) for s in p.scores]
+        assert signs == [None if board[c] else -_result(_play(board, c)) for c in range(9)]
+    # The scores' sizes (how soon a win or loss comes) are the script's: it still writes them.
+    load_script("make_tictactoe_positions").main(["--out", str(tmp_path / "ttt.json")])
+    assert (tmp_path / "ttt.json").read_bytes() == TICTACTOE.path.read_bytes()
+    assert "wrote 4520 positions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", ["zoo:tictactoe", "policy-zoo:tictactoe"])
+def test_the_zoo_model_keeps_the_result_in_every_position(ttt_positions, spec, monkeypatch):
+    """With the search its card names and with its policy alone, the shipped model's move keeps
+    a won position won and a drawn one drawn, everywhere."""
+    monkeypatch.delenv(zoo.ENV, raising=False)  # the shipped zoo
+    game = games.make("tictactoe")
+    found = model.load("zoo:tictactoe", game)
+    search = found.config.playing_search()  # what agents.make("zoo:...") searches with
+    assert found.card["search"] == {"algorithm": "gumbel", "simulations": 64}
+    assert (search.algorithm, search.num_simulations) == ("gumbel", 64)
+    agent = agents.make(spec, game)
+    states = referees.replay(game, ttt_positions)
+    keys = jax.random.split(jax.random.key(0), len(ttt_positions))
+    moves = np.asarray(compile_optimised(jax.vmap(agent.__call__), states, keys)(states, keys))
+    lost = []
+    for p, move in zip(ttt_positions, moves.tolist(), strict=True):
+        board = _board(p.moves)
+        if board[move] or -_result(_play(board, move)) != _result(board):
+            lost.append((p.moves, move))
+    assert not lost, f"{spec} gives up the result in {len(lost)} positions, e.g. {lost[:5]}"
+
+
+# ----------------------------------------------------------------------------- Dots and Boxes
+
+
+@functools.cache
+def _box_masks(rows: int, cols: int) -> tuple[int, ...]:
+    """Each box's four sides as bits of their actions, found by the dots they join: horizontal
+    lines (r, c)-(r, c + 1) row-major, then vertical lines (r, c)-(r + 1, c) row-major."""
+    lines = [((r, c), (r, c + 1)) for r in range(rows + 1) for c in range(cols)]
+    lines += [((r, c), (r + 1, c)) for r in range(rows) for c in range(cols + 1)]
+    index = {frozenset(line): i for i, line in enumerate(lines)}
+    masks = []
+    for r, c in itertools.product(range(rows), range(cols)):
+        corners = [(r, c), (r, c + 1), (r + 1, c + 1), (r + 1, c)]
+        sides = [index[frozenset((corners[k], corners[(k + 1) % 4]))] for k in range(4)]
+        masks.append(sum(1 << s for s in sides))
+    return tuple(masks)
+
+
+class Minimax:
+    """The mover's best box margin from here on, by memoised negamax over the lines: drawing a
+    line scores the boxes whose four sides are then drawn and, if any, moves again."""
+
+    def __init__(self, rows: int, cols: int) -> None:
+        self.boxes = _box_masks(rows, cols)
+        self.lines = (rows + 1) * cols + rows * (cols + 1)
+        self.cache: dict[int, int] = {(1 << self.lines) - 1: 0}
+
+    def gained(self, drawn: int, line: int) -> int:
+        after = drawn | 1 << line
+        return sum(1 for box in self.boxes if box >> line & 1 and after & box == box)
+
+    def move_value(self, drawn: int, line: int) -> int:
+        gained, after = self.gained(drawn, line), self.value(drawn | 1 << line)
+        return gained + after if gained else -after
+
+    def value(self, drawn: int) -> int:
+        if drawn not in self.cache:
+            self.cache[drawn] = max(
+                self.move_value(drawn, line) for line in range(self.lines) if not drawn >> line & 1
+            )
+        return self.cache[drawn]
+
+
+def _spiel_game(rows: int, cols: int):
+    return pyspiel.load_game("dots_and_boxes", {"num_rows": rows, "num_cols": cols})
+
+
+def _spiel_margin(state, player: int) -> int:
+    """Boxes of `player` minus the opponent's, read off OpenSpiel's board (owners 1 and 2)."""
+    margin = str(state).count("1") - str(state).count("2")
+    return margin if player == 0 else -margin
+
+
+def _spiel_drawn(state) -> int:
+    return sum(1 << a for a in state.history())
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (1, 3), (3, 1), (2, 2)])
+def test_every_dots_and_boxes_value_matches_plain_minimax(rows, cols):
+    reference = Minimax(rows, cols)
+    reference.value(0)  # every set of lines is reached from the empty board
+    values = Solution.of(rows, cols).values
+    assert len(reference.cache) == len(values) == 1 << reference.lines
+    np.testing.assert_array_equal(values, [reference.cache[s] for s in range(len(values))])
+
+
+def test_dots_and_boxes_published_values_and_limits():
+    # 1x1: the four lines alternate, so the second player draws the last and takes the box.
+    assert Solution.of(1, 1).values[0] == -1
+    # 2x2: the first player wins 3-1 by starting on an outside line; an inside line lets the
+    # opponent draw ("Optimal play for 2 by 2 Dots and Boxes", Puzzling Stack Exchange).
+    start, inside = Solution.of(2, 2).move_values(0), {2, 3, 7, 10}
+    assert [start[a] for a in sorted(inside)] == [0, 0, 0, 0]
+    assert {start[a] for a in range(12) if a not in inside} == {2}
+    with pytest.raises(ValueError, match="1x8 boxes have 25 lines; the solver handles at most 24"):
+        Solution.of(1, 8)
+
+
+def test_a_line_that_closes_two_boxes_scores_both():
+    solution, reference = Solution.of(2, 2), Minimax(2, 2)
+    doubles = [
+        (drawn, line)
+        for drawn in range(1 << reference.lines)
+        for line in range(reference.lines)
+        if not drawn >> line & 1 and reference.gained(drawn, line) == 2
+    ]
+    assert doubles
+    for drawn, line in doubles:
+        assert solution.closes(drawn, line) == 2
+        assert solution.move_values(drawn)[line] == reference.move_value(drawn, line)
+
+
+def test_dots_and_boxes_values_match_openspiel():
+    """Negamax over OpenSpiel's own 2x2 states and rules (so without the solver's premise that
+    the future depends on the drawn lines alone); and from random 2x3 positions, the solver's
+    best lines played in OpenSpiel end with the margin it promised."""
+    solution, cache = Solution.of(2, 2), {}
+
+    def final_margin(state) -> int:  # for the player to move, both playing perfectly
+        player = state.current_player()
+        key = (str(state), player)
+        if key not in cache:
+            cache[key] = max(
+                _spiel_margin(child, player)
+                if child.is_terminal()
+                else final_margin(child) * (1 if child.current_player() == player else -1)
+                for child in map(state.child, state.legal_actions())
+            )
+            expected = _spiel_margin(state, player) + solution.values[_spiel_drawn(state)]
+            assert cache[key] == expected, state.history()
+        return cache[key]
+
+    assert final_margin(_spiel_game(2, 2).new_initial_state()) == 2
+    assert len(cache) > 4096  # every line set, many with several box owners and movers
+    solution, rng, played = Solution.of(2, 3), random.Random(0), 0
+    for _ in range(150):
+        state = _spiel_game(2, 3).new_initial_state()
+        for _ in range(rng.randrange(17)):
+            state.apply_action(rng.choice(state.legal_actions()))
+        if state.is_terminal():
+            continue
+        mover = state.current_player()
+        promised = _spiel_margin(state, mover) + solution.values[_spiel_drawn(state)]
+        while not state.is_terminal():
+            values = solution.move_values(_spiel_drawn(state))
+            top = max(v for v in values if v is not None)
+            state.apply_action(rng.choice([a for a, v in enumerate(values) if v == top]))
+        assert _spiel_margin(state, mover) == promised, state.history()
+        assert state.returns()[0] == np.sign(_spiel_margin(state, 0))
+        played += 1
+    assert played > 100
+
+
+@pytest.fixture(scope="module")
+def dab_positions():
+    return DOTS_AND_BOXES.load()
+
+
+def test_the_dots_and_boxes_set_covers_the_game(dab_positions):
+    data = json.loads(DOTS_AND_BOXES.path.read_text())
+    assert [e["phase"] for e in data["positions"]] == [p.phase for p in dab_positions]
+    assert len(dab_positions) >= 250
+    assert len({p.moves for p in dab_positions}) == len(dab_positions)
+    assert all(sum(p.phase == ph for p in dab_positions) >= 80 for ph in ("opening", "late"))
+    assert max(p.ply for p in dab_positions) >= 20
+    assert all(len({s for s in p.scores if s is not None}) > 1 for p in dab_positions)
+    assert {p.value for p in dab_positions} == {-1, 1}  # 9 boxes: no draws
+    assert referees.referee_for(games.make("dots_and_boxes")) is DOTS_AND_BOXES
+
+
+# After the first moves of the sample game (h 3 2, h 4 2, h 3 1, v 3 1) in E. Berlekamp, The
+# Dots-and-Boxes Game (2000), p. 4, every line's value from the first player's view, as
+# D. Wilson published: horizontal lines by dot row, vertical lines by box row; None: drawn.
+_PUBLISHED = {
+    (7,): (
+        [-1, -3, -1, -3, -1, -3, -1, None, -1, -1, -1, -1],
+        [-1, -1, -1, -1, -1, -1, -1, -1, -1, -3, -3, -1],
+    ),
+    (7, 10): (
+        [-3, -3, -3, -3, -3, -3, -3, None, -3, -3, None, -3],
+        [-3, -3, -3, -3, -3, -1, -1, -3, -3, -3, -3, -3],
+    ),
+    (7, 10, 6): (
+        [-1, -1, -1, -1, -3, -1, None, None, -1, -1, None, -1],
+        [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1],
+    ),
+    (7, 10, 6, 20): (
+        [-1, -1, -1, -1, -3, -1, None, None, -1, -5, None, -1],
+        [-1, -1, -1, -1, -1, -1, -1, -3, None, -5, -5, -1],
+    ),
+}
+
+
+def test_dots_and_boxes_labels_match_published_values_openspiel_and_minimax(dab_positions):
+    by_moves = {p.moves: p for p in dab_positions}
+    for moves, (horizontal, vertical) in _PUBLISHED.items():
+        sign = 1 if len(moves) % 2 == 0 else -1  # no box is won yet: players alternate
+        expected = tuple(None if v is None else sign * v for v in [*horizontal, *vertical])
+        assert by_moves[moves].scores == expected, moves
+    # Every first line loses by 3: after any of them, the second player's best wins by 3.
+    assert json.loads(DOTS_AND_BOXES.path.read_text())["start_value"] == -3
+    firsts = [p for p in dab_positions if p.ply == 1]
+    assert len(firsts) >= 10 and all(p.best == 3 for p in firsts)
+    reference = Minimax(3, 3)
+    late = [p for p in dab_positions if p.ply >= 14]
+    assert len(late) >= 80
+    for p in late:
+        state = _spiel_game(3, 3).new_initial_state()
+        for move in p.moves:
+            state.apply_action(move)
+        drawn, margin = _spiel_drawn(state), _spiel_margin(state, state.current_player())
+        expected = [
+            None if drawn >> a & 1 else margin + reference.move_value(drawn, a) for a in range(24)
+        ]
+        assert list(p.scores) == expected, p.moves
+
+
+def test_the_dots_and_boxes_script_labels_final_margins():
+    """The script labels a line with the mover's boxes so far plus the line's value (2x2 here,
+    against the plain minimax played along OpenSpiel's game)."""
+    label = load_script("make_dots_and_boxes_positions")._label
+    solution, reference, rng = Solution.of(2, 2), Minimax(2, 2), random.Random(1)
+    for _ in range(20):
+        state = _spiel_game(2, 2).new_initial_state()
+        for _ in range(rng.randrange(11)):
+            state.apply_action(rng.choice(state.legal_actions()))
+        drawn, margin = _spiel_drawn(state), _spiel_margin(state, state.current_player())
+        expected = [
+            None if drawn >> a & 1 else margin + reference.move_value(drawn, a) for a in range(12)
+        ]
+        assert label(solution, state.history()) == expected, state.history()
+
+
+def test_cli_measures_dots_and_boxes(tmp_path, capsys, dab_positions):
+    out = tmp_path / "dab.json"
+    argv = ["--solver", "random", "--game", "dots_and_boxes", "--json", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"random against perfect play (dots_and_boxes):\n{len(dab_positions)} positions" in (
+        printed
+    )
+    data = json.loads(out.read_text())
+    acc = data["accuracy"]
+    assert (data["game"], data["agent"], acc["positions"]) == (
+        "dots_and_boxes",
+        "random",
+        len(dab_positions),
+    )
+    assert 0 < acc["best_move"] < acc["keeps_result"] < 1
+    assert list(acc["by_phase"]) == ["opening", "middle", "late"]
+    argv = ["--solver", "random", "--game", "dots_and_boxes", "--size", "rows=2,cols=2"]
+    assert cli.main(argv) == 2
+    assert "there are sets for Connect4, Dots and Boxes 3x3 and Tic-Tac-Toe" in (
+        capsys.readouterr().err
+    )
