@@ -92,21 +92,43 @@ def _manager(workdir: str | pathlib.Path, keep: int | None = None) -> ocp.Checkp
     return ocp.CheckpointManager(_directory(workdir), options=options)
 
 
-def _damaged(workdir: str | pathlib.Path, step: int, what: str, err: Exception) -> CheckpointError:
-    """One line naming the checkpoint and the file that cannot be read (TensorStore's errors
-    run to dozens of lines of spec)."""
-    text = (str(err).split(" [tensorstore_spec")[0].strip().splitlines() or [""])[0]
+def _damaged(workdir: str | pathlib.Path, step: int, item: str, err: Exception) -> CheckpointError:
+    """One line naming the checkpoint, the damaged file of its `item` ("params" or "state") and
+    what is wrong (TensorStore's errors run to dozens of lines of spec)."""
+    chain = [err]
+    while chain[-1].__cause__ or chain[-1].__context__:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    texts = [(str(e).split(" [tensorstore_spec")[0].strip().splitlines() or [""])[0] for e in chain]
+    text = next((t for t in reversed(texts) if 'local file "' in t), texts[0])
+    folder = _directory(workdir) / str(step) / item
     parts = re.split(r'local file "([^"]+)": ?', text)
-    if len(parts) > 1:  # TensorStore's: the innermost file and what is wrong with it
+    if len(parts) > 1:  # TensorStore's: the innermost file, the array and what is wrong
         where, why = parts[-2], parts[-1]
+        array = re.search(r'reading "([^"]+)"', parts[0])
+        why = f"array {array.group(1)}: {why}" if array else why
     else:
-        where = str(_directory(workdir) / str(step) / what)
-        why = f"{type(err).__name__}: {text}" if text else type(err).__name__
+        where, why = _culprit(folder, text), f"{type(err).__name__}: {text}".rstrip(": ")
     why = why[:77] + "..." if len(why) > 80 else why
     return CheckpointError(
-        f"checkpoint {step} in {_directory(workdir)} is damaged: cannot read its {what} "
+        f"checkpoint {step} in {_directory(workdir)} is damaged: cannot read its {item} "
         f"({where}; {why}). Move it away to use the newest one before it."
     )
+
+
+def _culprit(folder: pathlib.Path, text: str) -> pathlib.Path:
+    """The file of a checkpoint item `folder` that an error's `text` names, else the first of
+    its JSON files that does not parse, else the folder."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in files:
+        if path.name in text:
+            return path
+    for path in files:
+        if path.name in ("_METADATA", "_sharding") or path.parent.name == "array_metadatas":
+            try:
+                json.loads(path.read_text())
+            except (OSError, ValueError):
+                return path
+    return folder
 
 
 def list_steps(workdir: str | pathlib.Path) -> list[int]:
@@ -297,16 +319,13 @@ class Checkpointer:
         meta = self.check(
             config, step, signature({"params": abstract_params, "state": abstract_state})
         )
-        try:
-            restored = self._manager.restore(
-                step,
-                args=ocp.args.Composite(
-                    params=ocp.args.StandardRestore(_abstract_unkey(abstract_params)),
-                    state=ocp.args.StandardRestore(_abstract_unkey(abstract_state)),
-                ),
-            )
-        except Exception as err:
-            raise _damaged(self.workdir, step, "arrays", err) from None
+        restored = {}
+        for item, abstract in (("params", abstract_params), ("state", abstract_state)):
+            args = {item: ocp.args.StandardRestore(_abstract_unkey(abstract))}
+            try:
+                restored |= self._manager.restore(step, args=ocp.args.Composite(**args))
+            except Exception as err:
+                raise _damaged(self.workdir, step, item, err) from None
         state = _rekey(restored["state"], abstract_state)
         return int(meta["iteration"]), restored["params"], state
 
