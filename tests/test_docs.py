@@ -1,5 +1,5 @@
-"""The docs hold together: every relative link in README.md and docs/ resolves, README is a
-front page, and the Python of README, docs/evaluation.md and docs/models.md runs."""
+"""The docs hold together: every relative link and anchor in README.md, docs/ and the code's
+comments resolves, and the Python of README, docs/evaluation.md and docs/models.md runs."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from helpers import ROOT, write_tiny_run
 import games
 from azjax import agents, export, zoo
 
-README_MAX_LINES = 200
-
 FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"`[^`]*`")
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+CODE_LINK = re.compile(r"(?<![\w/.-])docs/[\w/.-]*\.md(?:#[\w-]+)?")  # docs/x.md#anchor in code
+CODE_DIRS = ("azjax", "games", "scripts", "configs")
+CODE_SUFFIXES = {".py", ".yaml", ".sh", ".ipynb", ".toml"}
 
 
 def _prose_lines(text: str) -> list[str]:
@@ -84,9 +85,25 @@ def test_every_link_resolves(path: Path):
     assert broken_links(path) == []
 
 
-def test_readme_is_a_front_page():
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+def code_links(path: Path, root: Path = ROOT) -> list[str]:
+    """The `docs/PAGE.md[#anchor]` references in a source file (from the repository root) that
+    point at nothing."""
+    broken = []
+    for target in CODE_LINK.findall(path.read_text(encoding="utf-8", errors="replace")):
+        file_part, _, anchor = target.partition("#")
+        where = f"{path.relative_to(root)}: {target}"
+        if not (root / file_part).is_file():
+            broken.append(f"{where} (no such file)")
+        elif anchor and anchor not in anchors(root / file_part):
+            broken.append(f"{where} (no heading #{anchor})")
+    return broken
+
+
+def test_every_link_in_the_code_resolves():
+    sources = [ROOT / "pyproject.toml"]
+    for folder in CODE_DIRS:
+        sources += [p for p in sorted((ROOT / folder).rglob("*")) if p.suffix in CODE_SUFFIXES]
+    assert [line for path in sources for line in code_links(path)] == []
 
 
 def python_blocks(path: Path) -> list[str]:
@@ -179,4 +196,18 @@ def test_broken_links_are_caught(tmp_path: Path):
         f"{page}: other.md#nowhere (no heading #nowhere)",
         f"{page}: missing.png (no such file)",
         f"{page}: #nope (no heading #nope)",
+    ]
+
+
+def test_code_links_are_caught(tmp_path: Path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# Page\n\n## A section\n")
+    source = tmp_path / "code.py"
+    source.write_text(
+        "# docs/page.md#a-section and docs/page.md are fine; ../docs/x.md is not ours\n"
+        "# docs/gone.md, docs/page.md#nowhere\n"
+    )
+    assert code_links(source, tmp_path) == [
+        "code.py: docs/gone.md (no such file)",
+        "code.py: docs/page.md#nowhere (no heading #nowhere)",
     ]
