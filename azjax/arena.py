@@ -1,18 +1,25 @@
-"""Matches between two agents, played on the device: W/D/L with a 95% interval, and gating.
+"""Matches between agents, played on the device: W/D/L with a 95% interval, gating, Elo.
 
 `match(game, a, b, n, key)` plays `n` games at once (vmapped) in one jitted loop. Agent A plays
 player 0 in even games and player 1 in odd games; games 2i and 2i+1 share their optional random
 opening, so every opening is played once from each side. Each loop iteration lets ONE agent
 move in every game where it is to move (alternating between A and B, or the other one when
 nobody waits for it), so each agent is evaluated only on positions where it moves, and a player
-who moves twice in a row (Dots and Boxes) simply waits one iteration for its next turn.
+who moves twice in a row (Dots and Boxes) waits one iteration for its next turn.
 
 Two deterministic agents replay the same game from the same opening, and a game with few short
 openings (Othello: 12 of two plies) repeats them in a long match; each game's moves are hashed,
-and the interval counts each distinct game once (`MatchResult.distinct`).
+and intervals and Elo errors count each distinct game once (`MatchResult.distinct`).
 
 The loop is compiled once per (game, A's move function, B's move function, games per batch,
 opening moves); network parameters are traced, so every checkpoint of a run shares it.
+
+Elo ratings (`fit`) maximise the likelihood of every game played (Bradley-Terry, 400-point
+scale): player i beats player j with probability 1 / (1 + 10 ** ((R_j - R_i) / 400)), a draw
+counting half a win and half a loss, the anchor player held at 0. Standard errors come from the
+inverse Fisher information. A player who won (or lost) every game has an unbounded rating;
+`prior_draws` virtual draws per pair that played keep every rating finite, at the cost of a
+slight pull towards the opponents' ratings.
 """
 
 from __future__ import annotations
@@ -21,20 +28,20 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax import elo
 from azjax.agents import Agent, MoveFn
 from games.core import Game, random_legal_action
 
 Array = jax.Array
 GATE_THRESHOLD = 0.55
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
+SCALE = 400.0 / math.log(10.0)  # Elo points per natural-log unit of strength
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +91,9 @@ class MatchResult:
     @property
     def elo_difference(self) -> float:
         """The Elo difference A - B implied by `score` (+-inf for a clean sweep)."""
-        return elo_from_score(self.score)
+        if self.score in (0.0, 1.0):
+            return math.copysign(math.inf, self.score - 0.5)
+        return -400.0 * math.log10(1.0 / self.score - 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,19 +106,10 @@ class MatchResult:
             "losses": self.losses,
             "score": self.score,
             "ci95": list(self.interval),
-            "elo_difference": _finite(self.elo_difference),
+            "elo_difference": diff if math.isfinite(diff := self.elo_difference) else None,
             "as_first": dict(zip(("wins", "draws", "losses"), self.first, strict=True)),
             "as_second": dict(zip(("wins", "draws", "losses"), self.second, strict=True)),
         }
-
-    def __str__(self) -> str:
-        low, high = self.interval
-        return (
-            f"{self.name_a} vs {self.name_b}: +{self.wins} ={self.draws} -{self.losses} "
-            f"(score {self.score:.3f} [{low:.3f}, {high:.3f}]; as first +{self.first[0]} "
-            f"={self.first[1]} -{self.first[2]}, as second +{self.second[0]} "
-            f"={self.second[1]} -{self.second[2]})"
-        )
 
 
 class MatchInterrupted(KeyboardInterrupt):
@@ -122,32 +122,9 @@ class MatchInterrupted(KeyboardInterrupt):
         self.planned = planned
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def elo_from_score(score: float) -> float:
-    """The Elo difference whose expected score is `score` (400-point logistic scale)."""
-    if score <= 0.0:
-        return -math.inf
-    if score >= 1.0:
-        return math.inf
-    return -400.0 * math.log10(1.0 / score - 1.0)
-
-
 def gate(result: MatchResult, threshold: float = GATE_THRESHOLD) -> bool:
     """True when the challenger (agent A) scored at least `threshold` against the best."""
     return result.score >= threshold
-
-
-def tally(returns_a: np.ndarray, colour_a: np.ndarray) -> tuple[tuple[int, ...], ...]:
-    """(W, D, L) overall, as player 0 and as player 1, from A's returns and colours."""
-
-    def wdl(mask: np.ndarray) -> tuple[int, int, int]:
-        r = returns_a[mask]
-        return int((r > 0).sum()), int((r == 0).sum()), int((r < 0).sum())
-
-    return wdl(np.ones_like(colour_a, bool)), wdl(colour_a == 0), wdl(colour_a == 1)
 
 
 @functools.cache
@@ -245,7 +222,11 @@ def match(
     returns, colours, seen = [], [], set()
 
     def result() -> MatchResult:
-        overall, first, second = tally(np.concatenate(returns), np.concatenate(colours))
+        r, c = np.concatenate(returns), np.concatenate(colours)
+        first, second, overall = (
+            (int((r[m] > 0).sum()), int((r[m] == 0).sum()), int((r[m] < 0).sum()))
+            for m in (c == 0, c == 1, c >= 0)
+        )
         return MatchResult(
             *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(seen)
         )
@@ -273,13 +254,6 @@ def match(
             raise
         raise MatchInterrupted(result(), num_games) from None
     return result()
-
-
-def record(result: MatchResult) -> elo.Record:
-    """A match result as an Elo record."""
-    return elo.Record(
-        result.name_a, result.name_b, result.wins, result.draws, result.losses, result.distinct
-    )
 
 
 def round_robin(
@@ -317,6 +291,136 @@ def round_robin(
     return results
 
 
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """Results between two players from `a`'s view (a batch of games)."""
+
+    a: str
+    b: str
+    wins: int
+    draws: int
+    losses: int
+    distinct: int | None = None  # distinct games among them (repeats add no evidence)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratings:
+    """Fitted Elo ratings and their standard errors, by player name."""
+
+    ratings: dict[str, float]
+    stderr: dict[str, float]
+    anchor: str
+
+    def table(self) -> list[tuple[str, float, float]]:
+        """(name, rating, stderr), strongest first."""
+        rows = [(n, r, self.stderr[n]) for n, r in self.ratings.items()]
+        return sorted(rows, key=lambda row: -row[1])
+
+
+def _closure(edges: np.ndarray) -> np.ndarray:
+    """Which node reaches which along `edges` (bool [n, n]), by repeated squaring."""
+    reach = edges | np.eye(len(edges), dtype=bool)
+    for _ in range(len(edges).bit_length()):
+        reach = reach @ reach
+    return reach
+
+
+def fit(
+    records: Iterable[Record],
+    players: Sequence[str] | None = None,
+    anchor: str = "random",
+    prior_draws: float = 0.0,
+    tol: float = 1e-10,
+    max_iter: int = 200,
+) -> Ratings:
+    """Maximum-likelihood Elo ratings of `players` from the game `records`, with `anchor` at 0
+    (see the module docstring); standard errors count each distinct game once.
+
+    ValueError when a player is not linked to the anchor by games, or when the maximum is at
+    infinity (some group of players won every game against the rest) and `prior_draws` is 0.
+    """
+    records = list(records)
+    if players is None:
+        players = list(dict.fromkeys(name for g in records for name in (g.a, g.b)))
+    players, n = list(players), len(players)
+    if anchor not in players:
+        raise ValueError(f"anchor {anchor!r} is not among the players {players}")
+    if prior_draws < 0:
+        raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
+    # score[i, j]: points i took from j; count[i, j]: games between them; evidence: distinct ones
+    score, count, evidence = np.zeros((3, n, n))
+    for g in records:
+        for name in (g.a, g.b):
+            if name not in players:
+                raise ValueError(f"player {name!r} is not among the players {players}")
+        if min(g.wins, g.draws, g.losses) < 0:
+            raise ValueError(f"negative game count in {g}")
+        i, j = players.index(g.a), players.index(g.b)
+        if i == j:
+            continue  # a game against oneself adds nothing
+        total = g.wins + g.draws + g.losses
+        distinct = total if g.distinct is None else min(g.distinct, total)
+        score[i, j] += g.wins + 0.5 * g.draws
+        score[j, i] += g.losses + 0.5 * g.draws
+        count[[i, j], [j, i]] += total
+        evidence[[i, j], [j, i]] += distinct
+    played = count > 0
+    score += 0.5 * prior_draws * played
+    count += prior_draws * played
+    evidence += prior_draws * played
+
+    # Finite and unique iff every player is linked to the anchor by games and, following "took
+    # points from" edges, reaches it and is reached from it (its strong component).
+    a = players.index(anchor)
+    missing = [p for p, linked in zip(players, _closure(played)[a], strict=True) if not linked]
+    if missing:
+        raise ValueError(
+            f"no chain of games links {', '.join(missing)} to the anchor {anchor!r}; "
+            "their ratings are undetermined"
+        )
+    beats = _closure(score > 0)
+    apart = [p for p, both in zip(players, beats[a] & beats[:, a], strict=True) if not both]
+    if apart:
+        raise ValueError(
+            f"{', '.join(apart)} won (or lost) every game against the other group of players, "
+            "so the maximum-likelihood ratings are infinite; pass prior_draws > 0 (virtual "
+            "draws) for finite estimates"
+        )
+    keep = [i for i in range(n) if i != a]
+
+    def win_chance(strength: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(strength[None, :] - strength[:, None]))
+
+    def log_likelihood(strength: np.ndarray) -> float:
+        return float(-(score * np.logaddexp(0.0, strength[None, :] - strength[:, None])).sum())
+
+    def information(strength: np.ndarray, games: np.ndarray) -> np.ndarray:
+        p = win_chance(strength)
+        info = -games * p * (1 - p)
+        np.fill_diagonal(info, 0.0)
+        np.fill_diagonal(info, -info.sum(1))
+        return info[np.ix_(keep, keep)]
+
+    # Newton's method on the log-strengths (rating / SCALE), the anchor held at 0, with step
+    # halving so that every step raises the (concave) log-likelihood.
+    strength, step = np.zeros(n), np.zeros(n)
+    for _ in range(max_iter if keep else 0):
+        grad = (score - count * win_chance(strength)).sum(1)
+        step[keep] = np.linalg.solve(information(strength, count), grad[keep])
+        current, size = log_likelihood(strength), 1.0
+        while log_likelihood(strength + size * step) < current - 1e-12 and size > 1e-8:
+            size /= 2
+        strength = strength + size * step
+        if np.max(np.abs(size * step)) < tol:
+            break
+    var = np.zeros(n)
+    if keep:
+        var[keep] = np.diag(np.linalg.inv(information(strength, evidence)))
+    ratings = {name: float(SCALE * strength[i]) for i, name in enumerate(players)}
+    stderr = {name: float(SCALE * math.sqrt(max(var[i], 0.0))) for i, name in enumerate(players)}
+    return Ratings(ratings, stderr, anchor)
+
+
 def ladder(
     game: Game,
     agents: Sequence[Agent],
@@ -326,17 +430,11 @@ def ladder(
     anchor: str = "random",
     prior_draws: float = 1.0,
     **kwargs: Any,
-) -> tuple[elo.Ratings, list[MatchResult]]:
-    """Play `round_robin` and fit Elo ratings to all its games (`anchor` at 0).
-
-    `prior_draws` virtual draws per pair keep ratings finite when a player sweeps its games
-    (see `azjax.elo.fit`); further keyword arguments go to `round_robin`.
-    """
+) -> tuple[Ratings, list[MatchResult]]:
+    """Play `round_robin` and `fit` Elo ratings to all its games (`anchor` at 0); `prior_draws`
+    virtual draws per pair keep ratings finite when a player sweeps its games. Further keyword
+    arguments go to `round_robin`."""
     results = round_robin(game, agents, num_games, key, pairs, **kwargs)
-    ratings = elo.fit(
-        [record(r) for r in results],
-        players=[a.name for a in agents],
-        anchor=anchor,
-        prior_draws=prior_draws,
-    )
+    records = [Record(r.name_a, r.name_b, r.wins, r.draws, r.losses, r.distinct) for r in results]
+    ratings = fit(records, [a.name for a in agents], anchor, prior_draws)
     return ratings, results
