@@ -5,10 +5,9 @@ Every command ends with one of four exit statuses. 0: it did its work. 2: bad in
 (an option, a value, a file, a config, a checkpoint or a model it cannot use, a workdir that is
 a file or not the user's to write), said in one line on stderr before anything is compiled. 1:
 it failed while working (a workdir in use, a full or failing disk, a diverged run, a port in
-use). 130: Ctrl-C or SIGTERM stopped it; what was finished is
-kept (training's checkpoint, a match's whole batches, a ladder's matches), one line says so,
-and a second signal ends the command at once (training first finishes a checkpoint it is
-writing).
+use). 130: Ctrl-C or SIGTERM stopped it; what was finished is kept (training's checkpoint, a
+match's whole batches, a ladder's matches), one line says so, and a second signal ends the
+command at once (training first finishes a checkpoint it is writing).
 """
 
 from __future__ import annotations
@@ -25,12 +24,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def compilation_cache_dir() -> str:
-    """Where the CLIs keep JAX's compilation cache: `$AZJAX_JAX_CACHE`, else the user's cache
-    directory (`$XDG_CACHE_HOME/azjax/jax`, by default `~/.cache/azjax/jax`)."""
+    """JAX's compilation cache of the CLIs: `$AZJAX_JAX_CACHE`, else `azjax/jax` in the user's
+    cache directory (`$XDG_CACHE_HOME`, by default `~/.cache`)."""
     if os.environ.get("AZJAX_JAX_CACHE"):
         return os.environ["AZJAX_JAX_CACHE"]
     cache = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
@@ -38,9 +36,8 @@ def compilation_cache_dir() -> str:
 
 
 def use_compilation_cache() -> None:
-    """Turn on JAX's persistent compilation cache in `compilation_cache_dir()`, keeping programs
-    that took a second or more to compile (`$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` sets
-    another bound)."""
+    """Keep programs that took a second or more to compile (unless
+    `$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` says otherwise) in `compilation_cache_dir()`."""
     import jax  # JAX loads slowly: deferred so that --help answers at once
 
     jax.config.update("jax_compilation_cache_dir", compilation_cache_dir())
@@ -57,48 +54,45 @@ def bad_input(prog: str, message: str) -> int:
 def run_command(
     prog: str, main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None
 ) -> int | None:
-    """Run a command's `main(argv)` with the shared handling of SIGINT and SIGTERM; its status.
+    """`main(argv)`'s status, SIGINT and SIGTERM raising KeyboardInterrupt in it (reported in
+    one line as INTERRUPTED); a second signal, or one after `stopped()`, ends the process at once.
 
-    The first signal raises KeyboardInterrupt (SIGTERM too, so that it keeps what Ctrl-C
-    keeps); one escaping `main` is reported in one line as INTERRUPTED. The second signal, or
-    one after `stopped()`, ends the process at once. Once a KeyboardInterrupt was raised, the
-    process ends without Python's teardown: XLA compiles and computes on threads of its own, a
-    KeyboardInterrupt leaves the main thread while they go on, and tearing the runtime down
-    under them crashes (SIGSEGV). `argv` None (the program's own command line): signals during
-    the teardown that follows end the process at once too.
+    After a signal the process ends without Python's teardown (`leave`): XLA compiles and
+    computes on threads of its own that a KeyboardInterrupt does not stop, and tearing the
+    runtime down under them crashes. `argv` None (the program's own command line): signals
+    during the teardown that follows end the process at once too.
     """
     global _signals
     signals = _signals = _Signals()
+    leaving = argv is None
     try:
         status = main(argv)
-    except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
-        status = INTERRUPTED
     except SystemExit as stop:
-        if signals.received is not None:
-            leave(stop.code)
-        signals.restore(leaving=argv is None)
-        raise
-    except Exception:
         if signals.received is None:
-            signals.restore(leaving=argv is None)
+            signals.restore(leaving)
             raise
-        print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)  # what it broke off
-        leave(INTERRUPTED)
+        leave(stop.code)
+    except (KeyboardInterrupt, Exception) as err:
+        if signals.received is None and not isinstance(err, KeyboardInterrupt):
+            signals.restore(leaving)
+            raise
+        status = _interrupted(prog)  # what a signal broke off, failing or not
     finally:
         _signals = None
-    if signals.received is not None:  # its KeyboardInterrupt was swallowed (inside XLA's compile)
-        if status in (OK, None):
-            print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
-            status = INTERRUPTED
-        leave(status)
-    signals.restore(leaving=argv is None)
+    if signals.received is not None:  # its KeyboardInterrupt may be swallowed (inside XLA)
+        leave(_interrupted(prog) if status in (OK, None) else status)
+    signals.restore(leaving)
     return status
 
 
+def _interrupted(prog: str) -> int:
+    print(f"\n{prog}: interrupted", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
 def stopped() -> int:
-    """Say that the running command stopped on a signal it handled itself (training's loop):
-    another signal ends the process at once. Returns INTERRUPTED."""
+    """INTERRUPTED, for a command that handled a signal itself (training's loop): another
+    signal ends the process at once."""
     if _signals is not None:
         _signals.stopped = True
     return INTERRUPTED
@@ -123,20 +117,27 @@ def leave(status: int | str | None) -> NoReturn:
     os._exit(status or OK)
 
 
+def handle_signals(handler: Callable[[int, Any], None]) -> dict[int, Any]:
+    """`handler` for SIGINT and SIGTERM (from the main thread); the handlers it replaced. A
+    signal ignored at the start (nohup, a background job of a shell) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {
+        sig: signal.signal(sig, handler)
+        for sig in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+
+
 class _Signals:
-    """SIGINT and SIGTERM, while a command runs: the first raises KeyboardInterrupt, the
-    second ends the process at once. A signal ignored when the command started (a background
-    job of a shell without job control, nohup) stays ignored."""
+    """SIGINT and SIGTERM while a command runs: the first raises KeyboardInterrupt, the second
+    ends the process at once."""
 
     def __init__(self) -> None:
         self.received: int | None = None
-        self.interrupt: KeyboardInterrupt | None = None  # the one raised, kept: see _handle
+        self.interrupt: KeyboardInterrupt | None = None
         self.stopped = False
-        self._previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                if signal.getsignal(sig) is not signal.SIG_IGN:
-                    self._previous[sig] = signal.signal(sig, self._handle)
+        self._previous = handle_signals(self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.received is not None or self.stopped:
@@ -147,9 +148,8 @@ class _Signals:
             again.start()
             return
         self.received = signum
-        # Kept until the process ends (every path after a signal ends in `leave`): freeing its
-        # traceback frees the interrupted JAX call's frames, and their objects, while XLA's
-        # threads still use them, which crashes (SIGSEGV) now and then.
+        # Kept until the process ends (in `leave`): freeing its traceback would free the
+        # interrupted JAX call's objects while XLA's threads still use them (a SIGSEGV).
         self.interrupt = KeyboardInterrupt()
         raise self.interrupt
 
@@ -164,8 +164,8 @@ _signals: _Signals | None = None  # those of the running command
 
 
 def _lost_in(frame: Any) -> bool:
-    """Whether an exception raised in `frame` would be printed and dropped: `frame` runs inside
-    a destructor, a weak reference's callback or a garbage collector callback (JAX has one)."""
+    """Whether an exception raised in `frame` would be printed and dropped: it runs inside a
+    destructor, a weak reference's callback or a garbage collector callback (JAX has one)."""
     callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
     while frame is not None:
         code = frame.f_code

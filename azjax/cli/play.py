@@ -20,12 +20,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import games
-from azjax.checks import (
-    add_game_arguments,
-    check_writable_file,
-    seed_arg,
-    size_kwargs,
-)
+from azjax.checks import add_game_arguments, check_writable_file, seed_arg, size_kwargs
 from azjax.cli import INTERRUPTED, bad_input, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, chosen_game, load_game_modules
 from azjax.session import FALLBACK_OPPONENT, Session, default_opponent
@@ -48,11 +43,6 @@ def _ansi(css: str, player: int) -> str:
     return f"\x1b[1;{_HUES[nearest]}m"
 
 
-def player_name(game: games.Game, player: int) -> str:
-    """The player's mark in the game's text picture."""
-    return game.marks[player]
-
-
 def draw(game: games.Game, state: State, colour: bool) -> str:
     """The game's text picture, its marks coloured (as the players' colours) when `colour`."""
     text = game.render(state)
@@ -72,20 +62,18 @@ def run(
 
     `echo` repeats each line read after the prompt (for transcripts of piped input).
     """
-    game = session.game
+    game, mark = session.game, session.game.marks
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
     def show_reply() -> None:
         for ply in session.reply():
-            say(f"{session.opponent} ({player_name(game, ply.player)}) plays {ply.notation}")
+            say(f"{session.opponent} ({mark[ply.player]}) plays {ply.notation}")
         check_interrupt()  # a Ctrl-C that XLA's compile swallowed while the agent thought
 
-    say(
-        f"{game.name}: you are {player_name(game, session.human)}, "
-        f"{session.opponent} is {player_name(game, 1 - session.human)}."
-    )
+    you, them = mark[session.human], mark[1 - session.human]
+    say(f"{game.name}: you are {you}, {session.opponent} is {them}.")
     say("Type a move, or: undo, hint, quit. " + game.notation_help())
     show_reply()
     while not session.over:
@@ -93,7 +81,7 @@ def run(
         say(draw(game, session.state, colour))
         legal = " ".join(game.format_action(a) for a in game.legal_actions(session.state))
         say(f"Legal: {legal}")
-        out.write(f"Your move ({player_name(game, session.human)}): ")
+        out.write(f"Your move ({you}): ")
         out.flush()
         line = lines.readline()
         if echo or not line:
@@ -104,24 +92,20 @@ def run(
         command = line.strip().lower()
         if command in ("quit", "exit", "q"):
             return None
-        if command == "":
-            continue
         if command == "undo":
             say("Taken back to your previous turn." if session.undo() else "Nothing to undo.")
-            continue
-        if command == "hint":
+        elif command == "hint":
             say(f"Thinking ({session.analyst})...")
             advice = session.advice()
             moves = ", ".join(f"{m} ({share:.0%})" for m, share in advice.moves)
             say(f"Hint from {advice.source}: {moves}; value for you {advice.value:+.2f}")
-            continue
-        try:
-            action = game.parse_action(command, session.state)
-        except IllegalMoveError as err:
-            say(str(err))
-            continue
-        session.play(action)
-        show_reply()
+        elif command:
+            try:
+                session.play(game.parse_action(command, session.state))
+            except IllegalMoveError as err:
+                say(str(err))
+                continue
+            show_reply()
     say()
     say(draw(game, session.state, colour))
     result = session.result()
@@ -154,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(status)
 
 
-def _main(argv: Sequence[str] | None) -> None:
+def _main(argv: Sequence[str] | None) -> int:
     load_game_modules("azjax-play")
     parser = ArgumentParser(
         prog="azjax-play",
@@ -163,25 +147,23 @@ def _main(argv: Sequence[str] | None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_game_arguments(parser, default="the --opponent model's game")
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--opponent",
         help="agent spec: random, greedy, alphabeta:D, mcts:SIMS, policy:WORKDIR[@STEP], "
         "search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS], zoo:NAME[:SIMS], "
-        "policy-zoo:NAME (default: the zoo's "
-        f"model for the game, else {FALLBACK_OPPONENT})",
+        f"policy-zoo:NAME (default: the zoo's model for the game, else {FALLBACK_OPPONENT})",
     )
-    parser.add_argument(
+    add(
         "--as",
         dest="side",
         choices=("first", "second"),
         default="first",
         help="play first (player 0) or second (default first)",
     )
-    parser.add_argument(
-        "--seed", type=seed_arg, default=0, help="PRNG seed of the agent's moves (default 0)"
-    )
-    parser.add_argument("--save", help="write the finished game as JSON (for scripts/replay.py)")
-    parser.add_argument("--no-colour", action="store_true", help="plain text even on a terminal")
+    add("--seed", type=seed_arg, default=0, help="PRNG seed of the agent's moves (default 0)")
+    add("--save", help="write the finished game as JSON (for scripts/replay.py)")
+    add("--no-colour", action="store_true", help="plain text even on a terminal")
     args = parser.parse_args(argv)
     try:
         if args.save:  # before the game, so that a finished game is never lost
@@ -189,7 +171,7 @@ def _main(argv: Sequence[str] | None) -> None:
         game = chosen_game(args.game, args.size, [args.opponent], "--opponent")
         args.opponent = args.opponent or default_opponent(game)
     except ValueError as err:
-        sys.exit(bad_input("azjax-play", f"error: {err}"))
+        return bad_input("azjax-play", f"error: {err}")
     use_compilation_cache()  # a second game starts without compiling the agent again
     session: Session | None = None
     status = 0
@@ -197,7 +179,7 @@ def _main(argv: Sequence[str] | None) -> None:
         try:
             session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
         except ValueError as err:
-            sys.exit(bad_input("azjax-play", f"error: {err}"))
+            return bad_input("azjax-play", f"error: {err}")
         colour = sys.stdout.isatty() and not args.no_colour
         run(session, sys.stdin, sys.stdout, colour, echo=not sys.stdin.isatty())
     except KeyboardInterrupt:  # Ctrl-C: at the prompt or while the agent thinks
@@ -206,8 +188,7 @@ def _main(argv: Sequence[str] | None) -> None:
         status = INTERRUPTED
     if args.save and session is not None:
         save(session, args.save, {"kwargs": size_kwargs(game), "opponent": args.opponent})
-    if status:
-        sys.exit(status)
+    return status
 
 
 def save(session: Session, path: str, extra: dict[str, Any]) -> None:

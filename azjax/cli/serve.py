@@ -30,20 +30,17 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _main(argv: Sequence[str] | None) -> int | None:
     load_game_modules("azjax-serve")
     parser = ArgumentParser(prog="azjax-serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--runs", help="folder searched for checkpoints (default runs, when there is one)"
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--runs", help="folder searched for checkpoints (default runs, when there is one)")
+    add("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    add(
         "--port",
         type=port_arg,
         default=8000,
         help="TCP port to listen on, 1-65535, or 0 for any free one (default 8000)",
     )
-    parser.add_argument(
-        "--no-analysis", action="store_true", help="skip the analysis shown with each agent move"
-    )
-    parser.add_argument(
+    add("--no-analysis", action="store_true", help="skip the analysis shown with each agent move")
+    add(
         "--games",
         default="",
         metavar="NAME,...",
@@ -51,8 +48,7 @@ def _main(argv: Sequence[str] | None) -> int | None:
     )
     args = parser.parse_args(argv)
     if args.runs is not None and not os.path.isdir(args.runs):
-        print(f"azjax-serve: --runs {args.runs}: no such folder", file=sys.stderr)
-        raise SystemExit(2)
+        return bad_input("azjax-serve", f"--runs {args.runs}: no such folder")
     try:
         offer(args.games)
     except (ValueError, ImportError) as err:
@@ -67,16 +63,15 @@ def _main(argv: Sequence[str] | None) -> int | None:
         sock.bind((args.host, args.port))
     except OSError as err:
         sys.exit(f"azjax-serve: cannot listen on {args.host}:{args.port}: {err.strerror}")
-    port = sock.getsockname()[1]
 
-    import uvicorn  # the web stack: loaded once the port is bound
+    import uvicorn  # the web stack, agents, flax, orbax: loaded once the port is bound
 
-    from azjax.web.app import create_app  # agents, flax, orbax: the same
+    from azjax.web.app import create_app
 
     use_compilation_cache()  # a restarted server finds its agents compiled
     app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
-    print(f"azjax: open http://{host}:{port}", flush=True)
+    print(f"azjax: open http://{host}:{sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
