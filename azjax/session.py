@@ -1,17 +1,15 @@
 """A game between a person and an agent: the person's moves, the agent's replies, undo and hints.
 
 `Session` is what the terminal (`azjax-play`) and the browser server (`azjax.web`) play through.
-The agents and analyses it uses are compiled once per (game, spec) and kept in a small LRU cache;
-network parameters are arguments of the compiled functions, never constants in them, so every
-checkpoint of one network shape shares one compilation.
+Agents and analyses are made once per (game, spec) and kept in small LRU caches; network
+parameters are arguments of the compiled functions, so every checkpoint of one network shape
+shares one compilation.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,70 +21,37 @@ from azjax import agents, zoo
 from games import IllegalMoveError
 
 State = Any
-Params = Any
-
-# ----------------------------------------------------------------------------- compiled agents
-
-_LOCK = threading.Lock()
-CACHE_SIZE = 16  # (game, spec) pairs kept compiled; the least recently used go first
-_AGENTS: collections.OrderedDict[tuple[Any, str], Callable[[State, jax.Array], int]]
-_AGENTS = collections.OrderedDict()
-_ANALYSERS: collections.OrderedDict[
-    tuple[Any, str], Callable[[State, jax.Array], tuple[np.ndarray, float]]
-]
-_ANALYSERS = collections.OrderedDict()
+FALLBACK_OPPONENT = "mcts:200"  # the default opponent of a game the zoo has no model for
 _jit = functools.cache(jax.jit)  # one per move function: bounded by the agent kinds
 
 
-def _cached(cache: collections.OrderedDict, key: Any, make: Callable[[], Any]) -> Any:
-    """`cache[key]`, made by `make()` when missing; at most CACHE_SIZE entries (LRU)."""
-    with _LOCK:
-        if key in cache:
-            cache.move_to_end(key)
-        else:
-            cache[key] = make()
-            while len(cache) > CACHE_SIZE:
-                cache.popitem(last=False)
-        return cache[key]
-
-
+@functools.lru_cache(maxsize=16)
 def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], int]:
-    """`agent(state, key) -> action` for `spec`, made once per (game, spec) and cached; the
-    move function is jitted once and shared by specs that differ only in parameters.
-
-    Raises ValueError (from `azjax.agents.make`) for a bad spec or a checkpoint that does
-    not fit the game.
-    """
-
-    def make() -> Callable[[State, jax.Array], int]:
-        agent = agents.make(spec, game)
-        fn = _jit(agent.fn)
-        return lambda state, key: int(fn(agent.params, state, key))
-
-    return _cached(_AGENTS, (game, spec), make)
+    """`agent(state, key) -> action` for `spec`; ValueError (`azjax.agents.make`) for a bad
+    spec or a checkpoint that does not fit the game."""
+    agent = agents.make(spec, game)
+    fn = _jit(agent.fn)
+    return lambda state, key: int(fn(agent.params, state, key))
 
 
+@functools.lru_cache(maxsize=16)
 def compiled_analysis(
     game: games.Game, spec: str
 ) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
-    """`analyse(state, key) -> (policy[A], value)` for `spec` (value from the mover's view),
-    made once per (game, spec) and cached; compiled once per network shape and settings."""
+    """`analyse(state, key) -> (policy[A], value)` by `analyst(spec)`, the value from the
+    mover's view."""
+    analysis = agents.analysis(game, spec)
 
-    def make() -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
-        analysis = agents.analysis(game, spec)
+    def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
+        policy, value = analysis(state, key)
+        return np.asarray(policy, np.float64), float(value)
 
-        def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
-            policy, value = analysis(state, key)
-            return np.asarray(policy, np.float64), float(value)
-
-        return analyse
-
-    return _cached(_ANALYSERS, (game, spec), make)
+    return analyse
 
 
 def analyst(spec: str) -> str:
-    """Who gives the hints and analyses against opponent `spec` (`compiled_analysis`):
-    a checkpoint's network with search, or pure MCTS for any other opponent."""
+    """Who gives the hints against opponent `spec`: a checkpoint's or zoo model's network with
+    search, else pure MCTS."""
     parsed = agents.parse_spec(spec)
     if parsed.workdir is not None:
         at = "" if parsed.step is None else f"@{parsed.step}"
@@ -94,9 +59,6 @@ def analyst(spec: str) -> str:
     if parsed.model is not None:
         return f"the zoo model {parsed.model} with search"
     return f"pure MCTS with {agents.ANALYSIS_SIMULATIONS} simulations"
-
-
-FALLBACK_OPPONENT = "mcts:200"  # the default opponent of a game the zoo has no model for
 
 
 def default_opponent(game: games.Game) -> str:
@@ -107,28 +69,24 @@ def default_opponent(game: games.Game) -> str:
 
 @functools.cache
 def _rules(game: games.Game) -> tuple[Callable[[jax.Array], State], Callable[[State, int], State]]:
-    """`init(key)` and `step(state, action)` of `game`, jitted once per game: a session
-    calls them once per move, and nothing is traced again for a new game or move."""
+    """`game.init` and `game.step`, jitted once per game."""
     return jax.jit(game.init), jax.jit(game.step)
-
-
-# ----------------------------------------------------------------------------- a game
 
 
 @dataclasses.dataclass(frozen=True)
 class Ply:
-    """One move played: who moved (player 0/1), the action, its notation, human or agent."""
+    """One move played: by player 0/1, the action, its notation, by "human" or "agent"."""
 
     player: int
     action: int
     notation: str
-    by: str  # "human" | "agent"
+    by: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Advice:
-    """An analysis of a position: top moves as (notation, share of the search), the value
-    for the player to move (-1 lost .. +1 won) and who made it (`analyst`)."""
+    """An analysis: top moves as (notation, share of the search), the value for the player to
+    move (-1 lost .. +1 won) and who made it (`analyst`)."""
 
     moves: tuple[tuple[str, float], ...]
     value: float
@@ -175,17 +133,14 @@ class Session:
         return ply
 
     def play(self, action: int) -> Ply:
-        """The person's move (raises IllegalMoveError when illegal or not their turn)."""
+        """The person's move (IllegalMoveError when illegal or not their turn)."""
         if not self.human_to_move:
             raise IllegalMoveError("it is not your turn" if not self.over else "the game is over")
         return self._push(int(action), "human")
 
     def reply(self, analyse: bool = False) -> list[Ply]:
-        """The agent's moves until it is the person's turn again or the game ends.
-
-        With `analyse`, `self.analysis` holds the agent's analysis of the position before
-        its last move (value from the agent's view).
-        """
+        """The agent's moves until the person's turn or the end; with `analyse`, `analysis`
+        holds the agent's analysis of the position before its last move."""
         plies = []
         while not self.over and not self.human_to_move:
             if analyse:
@@ -204,8 +159,7 @@ class Session:
         return True
 
     def advice(self, top: int = 3) -> Advice:
-        """An analysis of the current position by `self.analyst` (the opponent's network
-        with search, else pure MCTS)."""
+        """`analyst`'s analysis of the current position: its `top` moves (those of 1% or more)."""
         policy, value = compiled_analysis(self.game, self.opponent)(self.state, self._next_key())
         order = np.argsort(-policy, kind="stable")[:top]
         order = [a for a in order if policy[a] >= 0.01] or list(order[:1])  # drop the noise

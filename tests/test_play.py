@@ -1,4 +1,5 @@
-"""Terminal play (`azjax-play`), driven through stdin: bad input, undo, hints, whole games."""
+"""Terminal play (`azjax-play`), driven through stdin: bad input, undo, hints, whole games, the
+saved record and Ctrl-C (bad command lines: tests/test_exit_status.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from azjax.cli import play
 from azjax.session import Session
 
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+TTT = ["--game", "tictactoe", "--opponent", "random"]
 
 
 def tictactoe_outcome(moves: list[str]) -> str:
-    """Replay Tic-Tac-Toe moves (cells 1-9, X first) by plain rules: "X", "O" or "draw".
-
-    Fails on an illegal move, a move after the end, or a game that has not ended."""
+    """Replay Tic-Tac-Toe moves (cells 1-9, X first) by plain rules: "X", "O" or "draw";
+    fails on an occupied cell, a move after the end or a game not ended."""
     board = [""] * 9
     for i, move in enumerate(moves):
         cell = int(move) - 1
@@ -38,126 +39,91 @@ def tictactoe_outcome(moves: list[str]) -> str:
     raise AssertionError(f"the game {moves} has not ended")
 
 
-def listed_moves(message: str) -> list[str]:
-    """The moves named after "Legal moves:" in an error message."""
-    found = re.search(r"Legal moves: (.*)\.", message)
-    assert found, message
-    return re.split(r"[;,]\s*", found.group(1))
-
-
-def drive(game_name: str, opponent: str, human: int, lines: str, seed: int = 0, **kwargs):
-    game = games.make(game_name, **kwargs)
-    session = Session(game, opponent, human, seed)
+def drive(lines: str, human: int = 0, seed: int = 0, name: str = "tictactoe", **kwargs):
+    session = Session(games.make(name, **kwargs), "random", human, seed)
     out = io.StringIO()
     result = play.run(session, io.StringIO(lines), out, echo=True)
     return session, result, out.getvalue()
 
 
 def agent_moves(text: str) -> list[str]:
-    return re.findall(r"plays (\S+(?: \S+ \S+)?)\n", text)
+    return re.findall(r"plays (\S+)\n", text)
 
 
 def test_bad_input_is_explained_and_the_game_goes_on():
-    session, result, out = drive("tictactoe", "random", 0, "foo\n0\n5\n5\nquit\n")
+    session, result, out = drive("foo\n0\n5\n\n5\nquit\n")
     assert result is None  # quit
     assert "'foo' is not a move in tictactoe: expected a cell number 1-9" in out
     assert "Cells are numbered 1-9" in out
-    reply = agent_moves(out)
-    assert len(reply) == 1 and reply[0] != "5"
-    legal = [str(c) for c in range(1, 10) if str(c) not in ("5", reply[0])]
+    (reply,) = agent_moves(out)
+    assert reply != "5"
     refusal = next(x for x in out.splitlines() if x.startswith("'5' is not legal here."))
-    assert listed_moves(refusal) == legal
-    assert [p.notation for p in session.plies] == ["5", reply[0]]
+    legal = re.search(r"Legal moves: (.*)\.", refusal).group(1)
+    assert re.split(r"[;,]\s*", legal) == [
+        str(c) for c in range(1, 10) if str(c) not in "5" + reply
+    ]
+    assert [p.notation for p in session.plies] == ["5", reply]
 
 
-def test_undo_goes_back_to_the_human_turn():
-    session, _, out = drive("tictactoe", "random", 0, "undo\n5\nundo\n1\nquit\n")
-    assert "Nothing to undo." in out
-    assert "Taken back to your previous turn." in out
+def test_undo_goes_back_to_the_persons_turn():
+    session, _, out = drive("undo\n5\nundo\n1\nquit\n")
+    assert "Nothing to undo." in out and "Taken back to your previous turn." in out
     assert [p.by for p in session.plies] == ["human", "agent"]
     assert session.plies[0].notation == "1"  # the 5 was taken back with the agent's reply
-    board = [int(v) for v in np.asarray(games.make("tictactoe").board(session.state)).flat]
+    board = np.asarray(games.make("tictactoe").board(session.state)).ravel().tolist()
     assert board.count(1) == 1 and board.count(-1) == 1 and board[4] == 0
-
-
-def test_undo_as_second_player_keeps_the_agent_opening():
-    game = games.make("tictactoe")
-    session = Session(game, "random", 1, seed=4)
-    opening = session.reply()[0].notation
+    second = Session(games.make("tictactoe"), "random", 1, seed=4)  # the agent's opening stays
+    opening = second.reply()[0].notation
     mine = next(str(c) for c in range(1, 10) if str(c) != opening)
-    out = io.StringIO()
-    play.run(session, io.StringIO(f"{mine}\nundo\nquit\n"), out, echo=True)
-    assert "Taken back to your previous turn." in out.getvalue()
-    assert [p.notation for p in session.plies] == [opening]
-    assert session.human_to_move
-    assert session.undo() is False  # nothing of ours left to take back
+    play.run(second, io.StringIO(f"{mine}\nundo\nquit\n"), io.StringIO())
+    assert [p.notation for p in second.plies] == [opening] and second.human_to_move
+    assert second.undo() is False  # nothing of the person's left to take back
 
 
-def test_full_game_to_the_end_matches_plain_rules():
-    # Try every cell in turn: illegal tries are refused, legal ones played, until the end.
+def test_whole_games_to_the_end_follow_the_rules():
+    # Every cell in turn: illegal tries are refused, legal ones played, until the end.
     lines = "\n".join(str(c) for c in itertools.islice(itertools.cycle(range(1, 10)), 60))
-    session, result, out = drive("tictactoe", "random", 0, lines + "\n", seed=3)
+    session, result, out = drive(lines + "\n", seed=3)
     moves = out.split("Moves: ")[1].split()
-    assert moves == [p.notation for p in session.plies]
-    winner = tictactoe_outcome(moves)
-    expected = {"X": "win", "O": "loss", "draw": "draw"}[winner]
+    assert moves == [p.notation for p in session.plies] and moves[1::2] == agent_moves(out)
+    expected = {"X": "win", "O": "loss", "draw": "draw"}[tictactoe_outcome(moves)]
     assert result == expected
     assert {"win": "You win.", "loss": "You lose.", "draw": "Draw."}[expected] in out
-    assert moves[1::2] == agent_moves(out)
-
-
-def test_dots_and_boxes_repeated_turns_to_the_end():
+    # Dots and Boxes: a box drawn gives its player another turn, the agent's too.
     game = games.make("dots_and_boxes", rows=2, cols=2)
-    notation = [game.format_action(a) for a in range(game.num_actions)]
-    lines = "\n".join(notation * 3) + "\n"
-    session, result, _ = drive("dots_and_boxes", "random", 1, lines, seed=5, rows=2, cols=2)
-    assert session.over and result in ("win", "loss", "draw")
-    assert len(session.plies) == game.num_actions  # every line drawn once
+    every = "\n".join([game.format_action(a) for a in range(game.num_actions)] * 3) + "\n"
+    session, result, _ = drive(every, 1, 5, "dots_and_boxes", rows=2, cols=2)
     assert sorted(p.action for p in session.plies) == list(range(game.num_actions))
     boxes = game.board(session.state)[1::2, 1::2]
-    human = int((boxes < 0).sum()) - int((boxes > 0).sum())  # the human is player 1
-    assert result == ("win" if human > 0 else "loss" if human < 0 else "draw")
+    mine = int((boxes < 0).sum()) - int((boxes > 0).sum())  # the person is player 1
+    assert result == ("win" if mine > 0 else "loss" if mine < 0 else "draw")
 
 
-def test_hint_lists_legal_moves_with_shares_and_a_value():
-    session, _, out = drive("tictactoe", "random", 0, "5\nhint\nquit\n", seed=1)
+def test_hint_names_its_analyst_and_values_the_persons_position():
+    session, _, out = drive("5\nhint\nquit\n", seed=1)
     lines = out.splitlines()
-    # Said at once (a search takes seconds), and named for what gives it: a pure MCTS.
-    thinking = lines.index("Thinking (pure MCTS with 200 simulations)...")
-    line = lines[thinking + 1]
+    line = lines[lines.index("Thinking (pure MCTS with 200 simulations)...") + 1]  # said first
     assert line.startswith("Hint from pure MCTS with 200 simulations: ")
-    assert "random" not in line
     found = re.findall(r"(\d) \((\d+)%\)", line)
-    assert 1 <= len(found) <= 3
     legal = set(map(str, range(1, 10))) - {p.notation for p in session.plies}
-    assert {m for m, _ in found} <= legal
+    assert 1 <= len(found) <= 3 and {m for m, _ in found} <= legal
     assert sum(int(p) for _, p in found) <= 101
-    value = float(re.search(r"value for you ([+-]\d\.\d\d)", line).group(1))
-    assert -1.0 <= value <= 1.0
-
-
-def test_hint_values_a_won_position_for_the_person():
-    game = games.make("tictactoe")
-    session = Session(game, "random", 1, seed=0)
-    state = session.state
-    for cell in (0, 1, 4, 2, 6):  # X: 1, 5 and 7 (two lines open); O: 2, 3 and now to move
-        state = game.checked_step(state, cell)
-    session.states.append(state)  # O to move, lost whatever it plays
+    lost = Session(games.make("tictactoe"), "random", 1)
+    lost.states.append(lost.game.init(jax.random.key(0)))
+    for cell in (0, 1, 4, 2, 6):  # X: 1, 5 and 7 (two lines open); O to move, lost
+        lost.states.append(lost.game.checked_step(lost.state, cell))
     out = io.StringIO()
-    play.run(session, io.StringIO("hint\nquit\n"), out)
-    value = float(re.search(r"value for you ([+-]\d\.\d\d)", out.getvalue()).group(1))
-    assert value < -0.5
+    play.run(lost, io.StringIO("hint\nquit\n"), out)
+    assert float(re.search(r"value for you ([+-]\d\.\d\d)", out.getvalue()).group(1)) < -0.5
 
 
-@pytest.mark.parametrize("command", ["quit", "exit", "q", " Q "])
-def test_every_quit_command_leaves(command):
-    session, result, out = drive("tictactoe", "random", 0, f"{command}\n5\n")
-    assert result is None and session.plies == [] and "is not a move" not in out
-
-
-def test_end_of_input_leaves_quietly():
-    session, result, _ = drive("connect4", "random", 0, "4\n")
+def test_quit_and_end_of_input_leave():
+    for command in ("quit", "exit", "q", " Q "):
+        session, result, out = drive(f"{command}\n5\n")
+        assert result is None and session.plies == [] and "is not a move" not in out
+    session, result, out = drive("4\n")
     assert result is None and len(session.plies) == 2
+    assert out.rstrip().endswith("End of input: the game is left unfinished.")
 
 
 def test_colour_only_when_asked():
@@ -167,10 +133,6 @@ def test_colour_only_when_asked():
     coloured = play.draw(game, state, colour=True)
     assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == "1 2 3\n4 X 6\n7 8 9"
     assert "\x1b[1;31mX\x1b[0m" in coloured
-    other = games.make("connect4")
-    after = other.checked_step(other.init(jax.random.key(0)), 3)
-    assert play.draw(other, after, colour=False) == other.render(after)
-    assert "\x1b[1;31mX\x1b[0m" in play.draw(other, after, colour=True)
     grey = games.make("othello")  # black and white discs: player 0 red, player 1 blue
     start = play.draw(grey, grey.init(jax.random.key(0)), colour=True)
     assert "\x1b[1;31mx\x1b[0m" in start and "\x1b[1;34mo\x1b[0m" in start
@@ -179,28 +141,14 @@ def test_colour_only_when_asked():
 def test_command_line_game_and_saved_record(tmp_path):
     save = tmp_path / "game.json"
     moves = "\n".join(str(c) for c in itertools.islice(itertools.cycle(range(1, 8)), 200))
+    argv = ["--game", "connect4", "--opponent", "random", "--as", "second", "--seed", "2"]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "azjax.cli.play",
-            "--game",
-            "connect4",
-            "--opponent",
-            "random",
-            "--as",
-            "second",
-            "--seed",
-            "2",
-            "--save",
-            str(save),
-        ],
+        [sys.executable, "-m", "azjax.cli.play", *argv, "--save", str(save)],
         input=moves + "\n",
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=600,
-        check=False,
         env={**os.environ, "AZJAX_JAX_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr
@@ -216,30 +164,6 @@ def test_command_line_game_and_saved_record(tmp_path):
     for move in record["moves"]:
         state = game.checked_step(state, game.parse_action(move, state))
     assert bool(state.terminated)
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--game", "tictactoe", "--opponent", "nonsense"], "nonsense"),
-        (["--game", "othello", "--size", "size=7", "--opponent", "random"], "size takes 6, 8"),
-        (["--game", "othello", "--size", "rows=6", "--opponent", "random"], "size 6, 8"),
-        (["--game", "chess", "--opponent", "random"], "unknown game 'chess'"),
-        (  # before the game, not after it
-            ["--game", "tictactoe", "--opponent", "random", "--save", "/no/such/folder/g.json"],
-            "--save /no/such/folder/g.json: there is no folder /no/such/folder",
-        ),
-        (["--game", "tictactoe", "--opponent", "random", "--save", "."], "--save . is a folder"),
-        (["--opponent", "random"], "--game is needed (one of chain_reaction, "),
-        ([], "unless --opponent names a trained model"),
-        (["--size", "size=6", "--opponent", "zoo:othello"], "--size needs --game"),
-    ],
-)
-def test_command_line_refuses_bad_arguments(args, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        play.main(args)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
 
 
 def test_the_game_is_the_opponent_models_when_not_named(tmp_path, monkeypatch, capsys):
@@ -263,32 +187,18 @@ class Interrupting(io.StringIO):
         return line
 
 
-def test_ctrl_c_at_the_prompt_leaves_quietly_and_saves(tmp_path, monkeypatch, capsys):
+def test_a_game_left_unfinished_is_saved(tmp_path, monkeypatch, capsys):
     save = tmp_path / "game.json"
-    monkeypatch.setattr(sys, "stdin", Interrupting("5\n"))
-    argv = ["--game", "tictactoe", "--opponent", "random", "--save", str(save)]
-    try:
-        play.main(argv)
-    except KeyboardInterrupt:
-        pytest.fail("Ctrl-C escaped from azjax-play")
-    except SystemExit as exit_info:
-        assert exit_info.code == 130
-    else:
-        pytest.fail("no exit status after Ctrl-C")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("5\n"))  # then the end of input
+    play.main([*TTT, "--save", str(save)])
+    assert f"Saved the game (2 moves) to {save}" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", Interrupting("5\n"))  # then Ctrl-C
+    with pytest.raises(SystemExit) as stop:
+        play.main([*TTT, "--save", str(save)])
     out, err = capsys.readouterr()
-    assert err.strip() == "Interrupted: the game is left unfinished."
-    record = json.loads(save.read_text())
-    assert record["moves"][0] == "5" and len(record["moves"]) == 2
+    assert stop.value.code == 130 and err == "\nInterrupted: the game is left unfinished.\n"
     assert f"Saved the game (2 moves) to {save}" in out
-
-
-def test_end_of_input_says_so_and_saves(tmp_path, monkeypatch, capsys):
-    save = tmp_path / "game.json"
-    monkeypatch.setattr(sys, "stdin", io.StringIO("5\n"))
-    play.main(["--game", "tictactoe", "--opponent", "random", "--save", str(save)])
-    out = capsys.readouterr().out
-    assert "End of input: the game is left unfinished." in out
-    assert len(json.loads(save.read_text())["moves"]) == 2
+    assert json.loads(save.read_text())["moves"][0] == "5"
 
 
 def test_help_lists_every_notation_and_the_commands(capsys):
@@ -298,6 +208,5 @@ def test_help_lists_every_notation_and_the_commands(capsys):
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     for name in games.names():
         assert " ".join(games.make(name).notation_help().split()) in text, name
-    for command in ("undo", "hint", "quit"):
-        assert f"{command}:" in text
+    assert all(f"{command}:" in text for command in ("undo", "hint", "quit"))
     assert "--as {first,second} play first (player 0) or second" in text
