@@ -13,13 +13,10 @@ jittable and vmappable, so the arena vmaps it over games. Specs understood by `m
     zoo:NAME[:SIMS]              a model shipped with azjax (azjax.zoo) with search
     policy-zoo:NAME              a zoo model's policy alone
 
-Games with chance (dice): every search goes through `run_search`, which searches them with
-chance nodes; `greedy` scores the position after its move before the dice roll; alpha-beta,
-which would read the State's dice to come, refuses them.
-
-The move function `Agent.fn` is built once per (game, settings) and cached, so jitted callers
-(the arena) compile once per pair of agent kinds; network parameters travel as traced
-`Agent.params`, so every checkpoint of a run shares one compilation.
+Games with chance (dice): searches use chance nodes (`run_search`), `greedy` scores the
+position after its move before the roll, and alpha-beta, which would read the dice to come,
+refuses them. `Agent.fn` is cached per (game, settings) and network parameters are traced
+`Agent.params`, so jitted callers compile once per pair of agent kinds, whatever checkpoint.
 """
 
 from __future__ import annotations
@@ -107,9 +104,6 @@ def _random_best(key: Array, values: Array, legal: Array) -> Array:
     return random_legal_action(key, legal & (values >= values.max()))
 
 
-# ----------------------------------------------------------------------------- evaluation
-
-
 def heuristic(game: Game, state: State, player: Array) -> Array:
     """`game.heuristic` as float32: a simple evaluation of a live position for `player`."""
     return jnp.asarray(game.heuristic(state, player), jnp.float32)
@@ -120,18 +114,9 @@ def terminal_value(state: State, player: Array) -> Array:
     return WIN * jnp.sign(state.rewards[player])
 
 
-# ----------------------------------------------------------------------------- baselines
-
-
-@functools.cache
-def _random_fn(game: Game) -> MoveFn:
-    del game
-
-    def fn(params: Params, state: State, key: Array) -> Array:
-        del params
-        return random_legal_action(key, state.legal_action_mask)
-
-    return fn
+def _random_move(params: Params, state: State, key: Array) -> Array:
+    del params
+    return random_legal_action(key, state.legal_action_mask)
 
 
 @functools.cache
@@ -256,14 +241,11 @@ def step_drawn(game: Game, state: State, action: Array, key: Array) -> State:
     return game.step_chance(after, outcome)
 
 
+@functools.cache
 def rollout_evaluator(game: Game) -> Evaluator:
-    """An Evaluator for pure MCTS: uniform logits and the result of one random playout.
-
-    The value is the result (+1, -1 or 0: the game contract's final reward) for the player to
-    move at the evaluated state of a game that both sides play on with uniformly random legal
-    moves (0 for a final state, and for a playout cut at `max_game_length`), the dice of a game
-    with chance drawn from the key.
-    """
+    """An Evaluator for pure MCTS: uniform logits and, as the value, the result (+1, -1 or 0)
+    for the player to move of one playout by uniformly random legal moves on both sides (0 for a
+    final state, and for a playout cut at `max_game_length`), dice drawn from the key."""
 
     def rollout(state: State, key: Array) -> Array:
         player = state.current_player
@@ -296,11 +278,10 @@ MCTS_EXPLORATION = 2.0  # PUCT constant of pure MCTS (uniform prior: close to cl
 def mcts_config(game: Game, simulations: int) -> SearchConfig:
     """Pure MCTS settings: PUCT over a uniform prior, the most visited move played.
 
-    PUCT rather than Gumbel search: with uniform priors and single-rollout values, Gumbel's
-    deterministic in-tree selection did not improve with more simulations (in Connect4, 1000
-    simulations scored 4/16 against 100), while PUCT did (14.5/16). A chance node is first
-    valued by one playout from one drawn outcome, not one per outcome: a playout is a noisy
-    sample either way, and Backgammon's 21 rolls made each simulation 21 playouts.
+    PUCT, as Gumbel's deterministic in-tree selection did not improve with more simulations
+    from uniform priors and one-rollout values (Connect4: 1000 simulations scored 4/16 against
+    100; PUCT 14.5/16). A chance node is first valued by one playout from one drawn outcome
+    (Backgammon's 21 rolls would make each simulation 21 playouts).
     """
     return SearchConfig(
         algorithm="puct",
@@ -321,14 +302,10 @@ def _search_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> MoveFn:
     return fn
 
 
-@functools.cache
-def _rollout_evaluator(game: Game) -> Evaluator:
-    return rollout_evaluator(game)
-
-
 def random_agent(game: Game) -> Agent:
     """Uniformly random legal moves."""
-    return Agent(fn=_random_fn(game), name="random")
+    del game
+    return Agent(fn=_random_move, name="random")
 
 
 def greedy_agent(game: Game) -> Agent:
@@ -353,10 +330,7 @@ def mcts_agent(game: Game, simulations: int) -> Agent:
     if simulations < 1:
         raise ValueError(f"MCTS simulations must be >= 1, got {simulations}")
     config = mcts_config(game, simulations)
-    return Agent(fn=_search_fn(game, _rollout_evaluator(game), config), name=f"mcts:{simulations}")
-
-
-# ----------------------------------------------------------------------------- networks
+    return Agent(fn=_search_fn(game, rollout_evaluator(game), config), name=f"mcts:{simulations}")
 
 
 @functools.cache
@@ -384,9 +358,6 @@ def search_agent(
     """The network with search (no exploration noise): the searched best move."""
     fn = _search_fn(game, _network_evaluator(network), search_config)
     return Agent(fn=fn, params=params, name=name)
-
-
-# ----------------------------------------------------------------------------- specs
 
 
 def _trained(game: Game, parsed: Spec) -> tuple[model.Model, str]:
@@ -464,7 +435,7 @@ def analysis(game: Game, spec: str) -> Analysis:
     parsed = parse_spec(spec)
     if parsed.workdir is None and parsed.model is None:
         config = mcts_config(game, ANALYSIS_SIMULATIONS)
-        return Analysis(_analysis_fn(game, _rollout_evaluator(game), config))
+        return Analysis(_analysis_fn(game, rollout_evaluator(game), config))
     found, _ = _trained(game, parsed)
     config = found.config.playing_search(parsed.number)
     evaluate = _network_evaluator(found.network)
