@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from benchlib import device_description, game_list, int_list, write_report
+from bench import comma_list, device_description, one_of, positive, write_report
 
 import games
 
@@ -137,18 +137,22 @@ def human(x: float | None) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.py games", description=__doc__.split("\n")[0])
-    parser.add_argument("--batches", type=int_list, default="1,1024,4096", help="comma-separated")
     parser.add_argument(
-        "--games", type=game_list, default=games.names(), help="comma-separated (default: all)"
+        "--batches",
+        type=comma_list(positive, "positive integers"),
+        default="1,1024,4096",
+        help="comma-separated",
     )
-    parser.add_argument("--steps", type=int, default=100, help="steps per jitted call")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per figure")
+    parser.add_argument(
+        "--games",
+        type=comma_list(one_of(tuple(games.names())), f"games of {', '.join(games.names())}"),
+        default=games.names(),
+        help="comma-separated (default: all)",
+    )
+    parser.add_argument("--steps", type=positive, default=100, help="steps per jitted call")
+    parser.add_argument("--repeats", type=positive, default=5, help="timed calls per figure")
     parser.add_argument("--out", default="bench_results/games.json", help="JSON output path")
-    args = parser.parse_args(argv)
-    for flag, value in (("--steps", args.steps), ("--repeats", args.repeats)):
-        if value < 1:
-            parser.error(f"{flag} must be positive, got {value}")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> None:

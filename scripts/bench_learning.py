@@ -12,10 +12,10 @@ minutes (or `--every-positions` self-play positions, with `--positions`) the net
 measured:
 
 - games with a perfect-play position set (Connect4, Dots and Boxes 3x3, Tic-Tac-Toe;
-  `azjax.solver`): the share of positions where the net with search (the config's evaluation
+  `azjax.referees`): the share of positions where the net with search (the config's evaluation
   simulations) and the raw policy pick a best move, and keep the game-theoretic result;
 - Connect4 with `--pons`: besides, both agents' mistake rates in Pascal Pons' six test groups
-  (`azjax.pons`), drawn as six curves per agent;
+  (`azjax.referees`), drawn as six curves per agent;
 - every other game: arena scores of net + search against the config's `eval.opponents`.
 
 `--runs WORKDIR ...` measures the checkpoints of runs trained before (`azjax-train`) instead:
@@ -38,9 +38,9 @@ from typing import Any
 
 import jax
 import numpy as np
-from benchlib import device_description, write_report
+from bench import device_description, write_report
 
-from azjax import agents, arena, parallel, pons, solver
+from azjax import agents, arena, parallel, referees, resume
 from azjax.card import run_figures
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.config import (
@@ -52,7 +52,8 @@ from azjax.config import (
     load_config,
 )
 from azjax.network import make_network
-from azjax.trainer import gate, make_trainer, starting_point
+from azjax.train import gate
+from azjax.trainer import make_trainer
 
 MISTAKES = "mistakes"  # a point's Pons keys: "<agent>/mistakes <group>"
 
@@ -81,7 +82,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--pons",
         nargs="?",
-        const=str(pons.PATH),
+        const=str(referees.PONS_PATH),
         metavar="FILE",
         help="Connect4: also the mistake rates in Pascal Pons' six test groups (default: the "
         "shipped groups; FILE: another set of them)",
@@ -135,19 +136,19 @@ class Referee:
 
     def __post_init__(self) -> None:
         self.game = self.config.game.make()
-        self.groups: dict[str, tuple[solver.Position, ...]] = {}
+        self.groups: dict[str, tuple[referees.Position, ...]] = {}
         try:
-            self.positions = solver.referee_for(self.game).load(self.solver_set)
+            self.positions = referees.referee_for(self.game).load(self.solver_set)
         except ValueError as err:
             if self.solver_set is not None:
                 raise SystemExit(f"bench.py learning: --solver-set: {err}") from None
             self.positions = None
             self.opponents = [agents.make(s, self.game) for s in self.config.eval.opponents]
         if self.pons_set is not None:
-            if self.positions is None or solver.referee_for(self.game).groups_file is None:
+            if self.positions is None or referees.referee_for(self.game).groups_file is None:
                 raise SystemExit(f"bench.py learning: --pons: no Pons groups for {self.game.name}")
             try:
-                self.groups = pons.load(self.pons_set)
+                self.groups = referees.load_groups(self.pons_set)
             except ValueError as err:
                 raise SystemExit(f"bench.py learning: --pons: {err}") from None
 
@@ -157,11 +158,11 @@ class Referee:
             policy = agents.policy_agent(self.game, network, params)
             out = {}
             for name, agent in (("search", player), ("policy", policy)):
-                acc = solver.accuracy(self.game, agent, key, self.positions)
+                acc = referees.accuracy(self.game, agent, key, self.positions)
                 out[f"{name}/best_move"] = acc.best_move
                 out[f"{name}/keeps_result"] = acc.keeps_result
                 if self.groups:
-                    rates = pons.mistake_rates(
+                    rates = referees.mistake_rates(
                         self.game, agent, jax.random.fold_in(key, 1), self.groups
                     )
                     out |= {f"{name}/{MISTAKES} {g}": rates.rate(g) for g in rates.counts}
@@ -185,7 +186,7 @@ class Referee:
 def runs(path: str, config: Config, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Train `config` (read from `path`) once per seed (one compilation), each for the budget."""
     referee = Referee(config, args.games, args.solver_set, args.pons)
-    first = starting_point(config).params  # `train.init_from`'s (None: random parameters)
+    first = resume.start(config).params  # `train.init_from`'s (None: random parameters)
     trainer = make_trainer(config)
     start = time.perf_counter()
     iterate = trainer.iterate.lower(trainer.init(jax.random.key(0))).compile()

@@ -51,7 +51,7 @@ import sys
 from azjax.config import load_config
 c = load_config(sys.argv[1], sys.argv[2:])
 n = c.network
-print(f"--games {c.game.name} --nets {n.blocks}x{n.channels} --dtype {n.dtype} --norms {n.norm}"
+print(f"--games {c.game.name} --nets {n.blocks}x{n.channels} --dtype {n.dtype}"
       f" --batches {c.selfplay.batch_size} --sims {c.search.num_simulations}"
       f" --algorithms {c.search.algorithm} --chunk-moves {c.selfplay.chunk_moves}")
 EOF
