@@ -1,4 +1,6 @@
-"""Self-play: legal replayable games with auto-reset, PCR masks, batch independence, examples."""
+"""Self-play: legal replayable games with auto-reset, PCR masks, batch independence, examples;
+value targets: the reverse scan (`returns`) and the carry-over of unfinished games (`resolve`)
+against a plain-Python reference that sums each game's rewards from the mover's view."""
 
 from __future__ import annotations
 
@@ -10,23 +12,25 @@ import numpy as np
 import pytest
 
 import games
-from azjax.network import NetworkConfig, init_params, make_network
-from azjax.search import SearchConfig, network_evaluator, run_search
-from azjax.selfplay import SelfPlayConfig, make_rollout, make_selfplay, new_game
+from azjax.search import SearchConfig, run_search
+from azjax.selfplay import (
+    SelfPlayConfig,
+    Trajectory,
+    empty_trajectory,
+    make_rollout,
+    make_selfplay,
+    new_game,
+    resolve,
+    returns,
+)
 
 # The tic-tac-toe rollouts are shared with the tests below that play tic-tac-toe: one worker.
 SHARED = pytest.mark.xdist_group("tictactoe_integer_rollout")
 GAMES = [
     pytest.param("tictactoe", {}, "gumbel", marks=SHARED, id="tictactoe-gumbel"),
-    pytest.param("tictactoe", {}, "puct", marks=SHARED, id="tictactoe-puct"),
     pytest.param("dots_and_boxes", {"rows": 2, "cols": 2}, "puct", id="dots_and_boxes-puct"),
     pytest.param("chain_reaction", {"rows": 3, "cols": 3}, "gumbel", id="chain_reaction-gumbel"),
 ]
-
-
-def tiny_net(game):
-    net = make_network(game, NetworkConfig(blocks=1, channels=8))
-    return network_evaluator(net), init_params(net, game, jax.random.key(0))
 
 
 def integer_evaluator(game):
@@ -72,23 +76,21 @@ def rollout_inputs(length, batch, seed, full_every=3):
 
 @SHARED
 def test_fast_searches_past_the_temperature_moves_do_not_explore():
-    # Playout cap randomisation's fast searches add no root noise once the temperature moves
-    # are played: their moves and values do not depend on the keys.
+    """Playout cap randomisation's fast searches add no root noise once the temperature moves
+    are played (their moves and values do not depend on the keys), and do inside them. The
+    batch is the legality test's, so its compiled rollout is shared."""
     game, rollout = integer_rollout("tictactoe", "gumbel")
-    states, _ = start(game, 4)
-    past = jnp.full(4, 3, jnp.int32)  # temperature_moves=3 already played
-    fast = jnp.zeros(4, bool)
-    runs = [rollout(None, states, past, fast, rollout_inputs(4, 4, seed)[1])[2] for seed in (1, 2)]
-    np.testing.assert_array_equal(runs[0].action, runs[1].action)
-    np.testing.assert_array_equal(runs[0].root_value, runs[1].root_value)
-    # Inside the temperature moves fast searches explore too: other keys, other moves.
-    first = jnp.zeros(4, jnp.int32)
-    runs = [rollout(None, states, first, fast, rollout_inputs(4, 4, seed)[1])[2] for seed in (1, 2)]
-    assert (np.asarray(runs[0].action) != np.asarray(runs[1].action)).any()
-    # Full searches in the temperature moves sample: from one start, each slot its own game.
-    full = jnp.ones(4, bool)
-    played = rollout(None, states, jnp.zeros(4, jnp.int32), full, rollout_inputs(4, 4, 3)[1])[2]
-    assert len({tuple(a) for a in np.asarray(played.action).T.tolist()}) > 1
+    batch, length = sizes(game)
+    states, first = start(game, batch)
+    fast = jnp.zeros(length, bool)
+    for moves, same in ((jnp.full(batch, 3, jnp.int32), True), (first, False)):
+        a, b = (
+            rollout(None, states, moves, fast, rollout_inputs(length, batch, s)[1])[2]
+            for s in (1, 2)
+        )
+        # the first 5 moves: no game of Tic-Tac-Toe ends (and restarts at move 0) before
+        assert np.array_equal(a.action[:5], b.action[:5]) == same
+        assert np.array_equal(a.root_value[:5], b.root_value[:5]) == same
 
 
 @pytest.mark.parametrize("name,kwargs,algorithm", GAMES)
@@ -148,7 +150,7 @@ def test_each_slot_plays_the_same_game_whatever_the_other_slots_play(algorithm):
     full, keys = rollout_inputs(length, batch, seed=2, full_every=2)
     others = rollout_inputs(length, batch, seed=5, full_every=2)[1]
     _, _, together = rollout(None, *start(game, batch), full, keys)
-    for b in range(batch):
+    for b in (0, batch - 1):
         mixed = others.at[:, b].set(keys[:, b])
         _, _, alone = rollout(None, *start(game, batch), full, mixed)
         assert not (np.asarray(alone.action) == np.asarray(together.action)).all()
@@ -180,18 +182,17 @@ def test_playout_cap_randomization_masks():
 
 
 # A fast search of as many simulations as a full one is a full one: PCR is off.
-@pytest.mark.parametrize(("prob", "fast"), [(0.25, 2), (1.0, 2), (0.5, 6)])
+@pytest.mark.parametrize(("prob", "fast"), [(0.25, 2), (0.5, 6)])
 def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
     game = games.make("tictactoe")
-    evaluate, params = tiny_net(game)
+    evaluate = integer_evaluator(game)
     search = SearchConfig(num_simulations=6, max_num_considered_actions=4)
     cfg = SelfPlayConfig(batch_size=6, chunk_moves=5, full_search_prob=prob, fast_simulations=fast)
-    init_fn, chunk_fn = make_selfplay(game, evaluate, search, cfg)
-    chunk_fn = jax.jit(chunk_fn)
+    init_fn, chunk_fn = (jax.jit(f) for f in make_selfplay(game, evaluate, search, cfg))
     carry = init_fn(jax.random.key(0))
     emitted, finished, chunks, full = 0, 0, 6, 0
     for c in range(chunks):
-        carry, ex, metrics = chunk_fn(params, carry, jax.random.key(c + 1))
+        carry, ex, metrics = chunk_fn(None, carry, jax.random.key(c + 1))
         full += round(float(metrics["full_search_fraction"]) * 5)  # moves searched fully
         ex = jax.tree.map(np.asarray, ex)
         assert ex.valid.shape == (30,) and ex.observation.shape == (30, 3, 3, 2)
@@ -205,7 +206,7 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
         assert (ex.value[~valid] == 0).all()
         assert int(metrics["dropped_positions"]) == 0
         assert float(metrics["target_fraction"]) == pytest.approx(valid.sum() / 30)
-        if prob == 1.0 or fast == 6:
+        if fast == 6:
             assert (ex.policy_mask == valid).all()
             assert float(metrics["full_search_fraction"]) == 1.0
         emitted += int(valid.sum())
@@ -215,7 +216,7 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
     assert emitted + int(carry.pending.valid.sum()) == chunks * 30
     assert finished > 0 and emitted > chunks * 30 // 2
     # Each move's search is drawn full with probability `prob`.
-    assert 0 < full < 15 if prob < 1 and fast < 6 else full == 30
+    assert (0 < full < 15) if fast < 6 else full == 30
 
 
 @SHARED
@@ -241,7 +242,7 @@ def test_moves_before_temperature_moves_are_sampled_and_later_ones_greedy():
         ]
 
     played, differ = [], np.zeros(2, int)  # slots where the two picks differ, by move number
-    for seed in range(24):
+    for seed in range(12):
         full, keys = rollout_inputs(length, batch, seed, full_every=1)
         actions = np.asarray(rollout(None, states, move_number, full, keys)[2].action[0])
         for slot in range(batch):
@@ -260,7 +261,7 @@ def test_games_open_with_random_plies_that_are_not_recorded():
     search = SearchConfig(num_simulations=4, max_num_considered_actions=4)
     cfg = SelfPlayConfig(batch_size=16, chunk_moves=12, fast_simulations=2, opening_moves=3)
     init_fn, _ = make_selfplay(game, evaluate, search, cfg)
-    carry = init_fn(jax.random.key(0))
+    carry = jax.jit(init_fn)(jax.random.key(0))
     rollout = jax.jit(make_rollout(game, evaluate, search, cfg))
     full, keys = rollout_inputs(cfg.chunk_moves, cfg.batch_size, seed=4)
     states, moves, traj = rollout(None, carry.states, carry.move_number, full, keys)
@@ -282,12 +283,195 @@ def test_games_open_with_random_plies_that_are_not_recorded():
     assert not np.asarray(state.terminated).any() and int(plies.max()) >= 5
 
 
-def test_config_errors_name_the_bad_value():
-    with pytest.raises(ValueError, match="full_search_prob"):
-        SelfPlayConfig(full_search_prob=0.0)
-    with pytest.raises(ValueError, match="'zz'"):
-        SelfPlayConfig(value_target="zz")
-    with pytest.raises(ValueError, match="chunk_moves"):
-        SelfPlayConfig(chunk_moves=0)
-    with pytest.raises(ValueError, match="opening_moves"):
-        SelfPlayConfig(opening_moves=-1)
+# ----------------------------------------------------------------------------- value targets
+
+
+def make_trajectory(players, rewards, terminated, policy_mask=None, ids=None, next_player=None):
+    """A [T, B] trajectory from plain lists ([T] lists are one slot), each position's id in its
+    observation; discounts follow from who moves next (`next_player`, by default the next
+    entry's player)."""
+    players, rewards, terminated = (np.asarray(x) for x in (players, rewards, terminated))
+    if players.ndim == 1:
+        players, rewards, terminated = (x[:, None] for x in (players, rewards, terminated))
+    shape = players.shape
+    if next_player is None:
+        next_player = np.concatenate([players[1:], players[-1:]])
+    next_player = np.asarray(next_player).reshape(shape)
+    discount = np.where(terminated, 0.0, np.where(next_player == players, 1.0, -1.0))
+    ids = np.arange(players.size) if ids is None else np.asarray(ids)
+    mask = np.ones(shape, bool) if policy_mask is None else np.asarray(policy_mask, bool)
+    return Trajectory(
+        observation=jnp.asarray(ids.reshape(shape), jnp.float32)[..., None, None, None],
+        policy=jnp.zeros((*shape, 3)).at[..., 1].set(1.0),
+        policy_mask=jnp.asarray(mask.reshape(shape)),
+        action=jnp.zeros(shape, jnp.int32),
+        reward=jnp.asarray(rewards, jnp.float32),
+        discount=jnp.asarray(discount, jnp.float32),
+        terminated=jnp.asarray(terminated, bool),
+        root_value=jnp.zeros(shape),
+        valid=jnp.ones(shape, bool),
+    )
+
+
+def reference_results(players, rewards, terminated):
+    """Plain Python: each position's total reward to its mover until its game ends (or None)."""
+    out = []
+    for t in range(len(players)):
+        total, ended = 0.0, False
+        for u in range(t, len(players)):
+            total += rewards[u] if players[u] == players[t] else -rewards[u]
+            if terminated[u]:
+                ended = True
+                break
+        out.append(total if ended else None)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("players", "rewards", "terminated", "want"),
+    [
+        # Player 0 wins with the fifth move.
+        ([0, 1, 0, 1, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0, 1], [1, -1, 1, -1, 1]),
+        # Dots-and-Boxes-like turns: player 0 makes the last move and loses; then a new game
+        # in which player 1 (moving twice at the end) wins.
+        (
+            [0, 0, 1, 1, 0, 0, 1, 1, 1],
+            [0, 0, 0, 0, -1, 0, 0, 0, 1],
+            [0, 0, 0, 0, 1, 0, 0, 0, 1],
+            [-1, -1, 1, 1, -1, -1, 1, 1, 1],
+        ),
+        # Rewards along the way (the scan must add them up) and a draw.
+        (
+            [0, 1, 1, 0, 1, 0],
+            [0.5, 0, -0.25, 0, 0, 0],
+            [0, 0, 1, 0, 0, 1],
+            [0.75, -0.25, -0.25, 0, 0, 0],
+        ),
+        # An unfinished game: unknown.
+        ([0, 1, 0, 1, 0, 1], [0, 0, 1, 0, 0, 0], [0, 0, 1, 0, 0, 0], [1, -1, 1, None, None, None]),
+    ],
+)
+def test_returns_are_each_movers_result(players, rewards, terminated, want):
+    assert reference_results(players, rewards, terminated) == want
+    value, known = (
+        np.asarray(x[:, 0]) for x in returns(make_trajectory(players, rewards, terminated))
+    )
+    assert known.tolist() == [w is not None for w in want]
+    np.testing.assert_allclose(value[known], [w for w in want if w is not None])
+
+
+def test_resolve_carries_unfinished_game_to_next_chunk():
+    capacity = 6
+    pending = empty_trajectory(capacity, 1, (1, 1, 1), 3)
+    # Chunk 1: a 2-move game ends, then a game starts and is unfinished at the chunk's end.
+    chunk1 = make_trajectory(
+        [0, 1, 0, 1],
+        [0, 1, 0, 0],
+        [0, 1, 0, 0],
+        policy_mask=[1, 0, 1, 1],
+        ids=[10, 11, 12, 13],
+        next_player=np.array([1, 0, 1, 0]),  # player 0 moves first in chunk 2
+    )
+    step = jax.jit(resolve)
+    ex, pending, counts = step(pending, chunk1)
+    assert list(np.asarray(ex.valid)) == [True, True, False, False]
+    np.testing.assert_allclose(ex.value[:2], [-1, 1])
+    np.testing.assert_allclose(ex.observation[:2, 0, 0, 0], [10, 11])
+    assert list(np.asarray(ex.policy_mask)) == [True, False, False, False]
+    np.testing.assert_allclose(ex.policy[1], 0.0)  # no policy target without a full search
+    assert int(counts["emitted"]) == 2 and int(counts["pending"]) == 2
+    assert int(counts["dropped"]) == 0
+    # Chunk 2: the game of ids 12, 13 ends with player 0 winning on its third move.
+    chunk2 = make_trajectory([0, 1, 0, 1], [0, 0, 1, 0], [0, 0, 1, 0], ids=[14, 15, 16, 17])
+    ex, pending, counts = step(pending, chunk2)
+    assert list(np.asarray(ex.valid)) == [True, True, True, True]
+    np.testing.assert_allclose(ex.observation[:, 0, 0, 0], [12, 13, 14, 15])
+    np.testing.assert_allclose(ex.value, [1, -1, 1, -1])
+    assert int(counts["pending"]) == 2  # 16 (known, over the per-chunk quota) and 17
+    # Chunk 3: id 16 comes out first, before anything of chunk 3.
+    chunk3 = make_trajectory([1, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 1], ids=[18, 19, 20, 21])
+    ex, _, _ = step(pending, chunk3)
+    np.testing.assert_allclose(ex.observation[ex.valid][:, 0, 0, 0], [16, 17, 18, 19])
+    np.testing.assert_allclose(ex.value[ex.valid], [1, 0, 0, 0])
+
+
+def random_stream(rng, num_moves, max_length):
+    """One slot's moves: games of random length with random (sometimes repeated) turns."""
+    players, rewards, terminated = [], [], []
+    while len(players) < num_moves:
+        length = int(rng.integers(1, max_length + 1))
+        player = 0
+        for i in range(length):
+            players.append(player)
+            last = i == length - 1
+            rewards.append(float(rng.choice([-1, 0, 1])) if last else 0.0)
+            terminated.append(last)
+            if rng.random() < 0.6:  # otherwise the same player moves again
+                player = 1 - player
+    return players[:num_moves], rewards[:num_moves], terminated[:num_moves]
+
+
+@pytest.mark.parametrize("seed,groups", [(0, 1), (2, 5)])
+def test_resolve_emits_every_finished_position_once_with_the_right_value(seed, groups):
+    rng = np.random.default_rng(seed)
+    batch, length, chunks, max_length = 5, 4, 12, 9
+    streams = [random_stream(rng, length * chunks + 1, max_length) for _ in range(batch)]
+    expected, ends = {}, {}
+    for b, (players, rewards, terminated) in enumerate(streams):
+        end = None
+        for t in reversed(range(len(players))):
+            end = t if terminated[t] else end
+            ends[(b, t)] = end
+        results = reference_results(players, rewards, terminated)
+        for t, z in enumerate(results[: length * chunks]):
+            expected[(b, t)] = z
+    step = jax.jit(lambda p, c: resolve(p, c, groups=groups))
+    pending = empty_trajectory(max_length, batch, (1, 1, 1), 3)
+    emitted = {b: [] for b in range(batch)}
+    emitted_before, pooled = np.zeros(groups, int), False
+    group_of = np.arange(batch) // (batch // groups)
+    for c in range(chunks):
+        part = slice(c * length, (c + 1) * length)
+        after = slice(c * length + 1, (c + 1) * length + 1)
+        cols = [[np.asarray(s[k][part]) for s in streams] for k in range(3)]
+        players, rewards, terminated = (np.stack(x, axis=1) for x in cols)
+        next_player = np.stack([np.asarray(s[0][after]) for s in streams], axis=1)
+        ids = (np.arange(length)[:, None] + c * length) * 100 + np.arange(batch)[None]
+        chunk = make_trajectory(players, rewards, terminated, ids=ids, next_player=next_player)
+        ex, pending, counts = step(pending, chunk)
+        assert int(counts["dropped"]) == 0
+        assert int(np.asarray(pending.valid).sum(0).max()) <= max_length
+        # Each group's T * B / groups example slots are shared by its game slots: as many
+        # known positions as fit come out, emitted examples first.
+        known = np.zeros(groups, int)
+        for (b, _), e in ends.items():
+            known[group_of[b]] += e is not None and e < (c + 1) * length
+        valid = np.asarray(ex.valid).reshape(groups, -1)
+        count = valid.sum(1)
+        np.testing.assert_array_equal(count, np.minimum(valid.shape[1], known - emitted_before))
+        assert int(counts["emitted"]) == count.sum()
+        assert all(valid[g, : count[g]].all() for g in range(groups))
+        emitted_before += count
+        per_slot = np.zeros(batch, int)
+        for i in np.flatnonzero(np.asarray(ex.valid)):
+            ident = int(ex.observation[i, 0, 0, 0])
+            t, b = divmod(ident, 100)
+            emitted[b].append(t)
+            per_slot[b] += 1
+            assert expected[(b, t)] == pytest.approx(float(ex.value[i])), (b, t)
+        pooled |= bool(per_slot.max() > length)
+    assert pooled == (groups == 1), "pooling of example slots over game slots"
+    for b in range(batch):
+        finished = [t for t in range(length * chunks) if expected[(b, t)] is not None]
+        # Oldest first, each once, and nothing emitted before its result was known.
+        assert emitted[b] == finished[: len(emitted[b])]
+        # What is still held is bounded by the pending buffer.
+        assert len(finished) - len(emitted[b]) <= max_length
+
+
+def test_resolve_refuses_groups_that_do_not_divide_the_slots():
+    pending = empty_trajectory(9, 6, (1, 1, 1), 3)
+    chunk = empty_trajectory(4, 6, (1, 1, 1), 3)
+    for groups in (0, 4):
+        with pytest.raises(ValueError, match=f"groups={groups} must be >= 1 and divide the 6"):
+            resolve(pending, chunk, groups=groups)
