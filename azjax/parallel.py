@@ -15,7 +15,7 @@ its hosts in the VM metadata), `AZJAX_DISTRIBUTED=0` to skip it.
 
 One CPU, several cores: XLA runs one CPU device's small operations on one thread, so
 `use_cpu_cores` (called by `azjax-train` before JAX starts) makes one CPU device per core, and
-the same data-parallel program keeps every core busy (measured in docs/learning.md#benchmarks).
+the same data-parallel program keeps every core busy (measured in docs/results.md#benchmarks).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def _resolve(board: Array, mass: Array, cap: int) -> Array:
 # levels, while a large batch waits for its longest chain. On the CPU the batch therefore runs
 # _WARMUP levels, then hands its still-unstable boards to a batch of 1/_SHRINK the size (in as
 # many rounds as needed), and so on down to _SMALL boards, which run to the end: several times
-# the steps/s of the plain loop (measured in docs/learning.md#benchmarks). Accelerators run the
+# the steps/s of the plain loop (measured in docs/results.md#benchmarks). Accelerators run the
 # plain loop, whose cheap levels beat the extra launches.
 _WARMUP, _SHRINK, _SMALL = 2, 8, 64
 
