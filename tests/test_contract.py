@@ -1,5 +1,6 @@
 """The game contract (games/core.py), checked by `games.testing.check_game` for every game and
-size in GAME_CONFIGS, plus what only the shipped games promise."""
+size in GAME_CONFIGS, what the shipped games promise besides, the grid helpers, and
+check_game naming the rule a broken game breaks."""
 
 from __future__ import annotations
 
@@ -21,24 +22,24 @@ from games.tictactoe import TicTacToe
 
 @pytest.mark.parametrize("config", GAME_CONFIGS, ids=config_id)
 def test_check_game(config):
+    """The contract, a symmetry to augment with, and moves refused naming what is legal."""
     name, kwargs = config
     game = games.make(name, **kwargs)
     check_game(game, num_games=16, key=jax.random.key(1))
-    assert len(game.symmetries) >= 2  # every shipped board has a symmetry to augment with
-
-
-@pytest.mark.parametrize("config", GAME_CONFIGS, ids=config_id)
-def test_parse_refuses_illegal_moves_listing_legal_ones(config):
-    name, kwargs = config
-    game = games.make(name, **kwargs)
+    assert len(game.symmetries) >= 2
     state = game.init(jax.random.key(0))
     state = game.step(state, game.legal_actions(state)[0])
     mask = np.asarray(state.legal_action_mask)
     legal, illegal = np.flatnonzero(mask), np.flatnonzero(~mask)
-    if len(illegal):
-        with pytest.raises(games.IllegalMoveError, match="Legal moves") as err:
+    if len(illegal):  # (a Connect Four column is full after six moves: tests/test_connect4.py)
+        with pytest.raises(IllegalMoveError, match="Legal moves") as err:
             game.parse_action(game.format_action(int(illegal[0])), state)
         assert game.format_action(int(legal[0])) in str(err.value)
+    for bad in (-1, game.num_actions):
+        with pytest.raises(IllegalMoveError, match=rf"{bad}.*0-{game.num_actions - 1}"):
+            game.format_action(bad)
+    with pytest.raises(TypeError, match=r"got 1\.5"):
+        game.format_action(1.5)
 
 
 def test_make_is_cached_and_refuses_unknown_names():
@@ -49,6 +50,19 @@ def test_make_is_cached_and_refuses_unknown_names():
         games.make("othello", rows=3)
     with pytest.raises(ValueError, match="unknown game 'chess'"):
         games.make("chess")
+
+
+def test_a_move_after_the_end_is_refused_as_the_game_being_over():
+    game = games.make("tictactoe")
+    state = game.init(jax.random.key(0))
+    for action in (0, 3, 1, 4, 2):  # X takes the top row
+        state = game.checked_step(state, action)
+    for refuse in (lambda: game.checked_step(state, 8), lambda: game.parse_action("9", state)):
+        with pytest.raises(IllegalMoveError, match="the tictactoe game is over"):
+            refuse()
+
+
+# ----------------------------------------------------------------------------- grid helpers
 
 
 def test_grid_symmetries_map_connect4_columns_and_refuse_what_has_no_image():
@@ -66,8 +80,7 @@ def test_grid_symmetries_map_connect4_columns_and_refuse_what_has_no_image():
 @pytest.mark.parametrize(("height", "width"), [(4, 4), (3, 5)])
 def test_grid_symmetries_are_the_dihedral_maps_they_name(height, width):
     """Each named map sends cell (r, c)'s contents where its name says (the rotations by
-    their composition), and the maps of a grid are distinct: a duplicate would augment with
-    one symmetry twice and another never."""
+    their composition), and the maps of a grid are distinct."""
     cells = np.arange(height * width).reshape(height, width)
     maps = {s.name: s.cell_source for s in core.grid_symmetries(cells, height * width)}
     source = {  # the cell whose contents land on (r, c)
@@ -80,10 +93,9 @@ def test_grid_symmetries_are_the_dihedral_maps_they_name(height, width):
     }
     assert len(maps) == (8 if height == width else 4)
     assert len({m.tobytes() for m in maps.values()}) == len(maps)
-    for name, where in source.items():
-        if name in maps:
-            expected = [where(r, c) for r in range(height) for c in range(width)]
-            assert maps[name].tolist() == [r * width + c for r, c in expected], name
+    for name in source.keys() & maps.keys():
+        expected = [source[name](r, c) for r in range(height) for c in range(width)]
+        assert maps[name].tolist() == [r * width + c for r, c in expected], name
     if height == width:
         rot90, rot270 = maps["rot90"], maps["rot270"]
         np.testing.assert_array_equal(rot90[rot90], maps["rot180"])
@@ -91,71 +103,31 @@ def test_grid_symmetries_are_the_dihedral_maps_they_name(height, width):
         assert not np.array_equal(rot90, rot270)
 
 
-def test_a_move_after_the_end_is_refused_as_the_game_being_over():
-    game = games.make("tictactoe")
-    state = game.init(jax.random.key(0))
-    for action in (0, 3, 1, 4, 2):  # X takes the top row
-        state = game.checked_step(state, action)
-    assert bool(state.terminated)
-    for refuse in (lambda: game.checked_step(state, 8), lambda: game.parse_action("9", state)):
-        with pytest.raises(games.IllegalMoveError, match="the tictactoe game is over"):
-            refuse()
+def test_a_text_board_aligns_its_cells_under_their_labels():
+    # Cells widen to the widest label or count, and rows to the widest row label.
+    board = np.array([[1, 0], [0, -12]])
+    labelled = core.render_grid(board, col_labels=["a", "bb"], row_labels=["9", "10"])
+    assert labelled.splitlines() == ["     a  bb", " 9  1x   .", "10   . 12o"]
+    wide = core.render_grid(board[:1], {1: "X", 0: "."}, col_labels=["10", "11"])
+    assert wide.splitlines() == ["10 11", " X  ."]
 
 
 # ----------------------------------------------------------------------------- check_game
 
 
-class _Broken(TicTacToe):
-    """Tic-Tac-Toe with one rule of the contract broken by `_breaks`, named by check_game."""
-
-    def _apply(self, state, action):
-        return self._breaks(state, super()._apply(state, action))
-
-    def _breaks(self, state, after):
-        return after
+def _after(change):
+    """Tic-Tac-Toe whose moves end in `change(state, after)`."""
+    return {"_apply": lambda self, s, a: change(s, TicTacToe._apply(self, s, a))}
 
 
-class _NotZeroSum(_Broken):
-    def _breaks(self, state, after):
-        return after.replace(rewards=jnp.maximum(after.rewards, 0.0))  # the loser gets 0
+def _mid_game_reward(state, after):
+    mid = mover_rewards(state.current_player, 1.0)
+    return after.replace(rewards=jnp.where(after.terminated, after.rewards, mid))
 
 
-class _EarlyReward(_Broken):
-    def _breaks(self, state, after):
-        mid = mover_rewards(state.current_player, 1.0)
-        return after.replace(rewards=jnp.where(after.terminated, after.rewards, mid))
-
-
-class _HalfWin(_Broken):
-    def _breaks(self, state, after):
-        return after.replace(rewards=after.rewards / 2)
-
-
-class _Stuck(_Broken):
-    def _breaks(self, state, after):  # no legal move after the fourth, but not over
-        stuck = jnp.sum(after.board != 0) == 4
-        return after.replace(legal_action_mask=after.legal_action_mask & ~stuck)
-
-
-class _TooShort(TicTacToe):
-    def __init__(self) -> None:
-        super().__init__()
-        self.max_game_length = 5
-
-
-class _SecondFirst(TicTacToe):
-    def init(self, key):
-        return super().init(key).replace(current_player=jnp.int32(1))
-
-
-class _IntegerHeuristic(TicTacToe):
-    def heuristic(self, state, player):
-        return jnp.int32(0)
-
-
-class _FloatBoard(TicTacToe):
-    def board(self, state):
-        return super().board(state).astype(jnp.float32)
+def _stuck(state, after):  # no legal move after the fourth, but not over
+    stuck = jnp.sum(after.board != 0) == 4
+    return after.replace(legal_action_mask=after.legal_action_mask & ~stuck)
 
 
 @struct.dataclass
@@ -163,76 +135,52 @@ class _KeyedState(tictactoe.State):
     rng: jax.Array
 
 
-class _TypedKey(TicTacToe):
-    """Keeps a typed PRNG key in its State, which the search tree cannot store as bytes."""
-
-    def init(self, key):
-        fields = dataclasses.asdict(super().init(key))
-        return _KeyedState(**fields, rng=key)
+def _short_init(self) -> None:
+    TicTacToe.__init__(self)
+    self.max_game_length = 5
 
 
-class _NoText(TicTacToe):
-    def render(self, state):
-        return None
-
-
-class _MirroredActions(TicTacToe):
-    @property
-    def symmetries(self):
-        identity, turn, *rest = super().symmetries  # the turn's actions left unturned
-        return (identity, dataclasses.replace(turn, action_source=np.arange(9)), *rest)
-
-
-class _Backwards(TicTacToe):
-    def format_action(self, action):
-        return str(9 - self._action_index(action))
-
-
-class _AnyNumber(TicTacToe):
-    def format_action(self, action):
-        return str(int(action) + 1)  # -1 and 9 get a name too
-
-
-class _QuietParse(TicTacToe):
-    def _parse(self, text):
-        return int(text) - 1 if text.isdigit() else 0  # malformed text is the first cell
-
-
-class _AnyMoveParsed(TicTacToe):
-    def parse_action(self, text, state=None):
-        return super().parse_action(text)  # the state's legal moves never asked
-
-
-class _UncheckedStep(TicTacToe):
-    def checked_step(self, state, action):
-        return self.step(state, action)
+def _unturned(self):  # the quarter turn's actions left unturned
+    identity, turn, *rest = TicTacToe.symmetries.fget(self)
+    return (identity, dataclasses.replace(turn, action_source=np.arange(9)), *rest)
 
 
 BROKEN = [
-    (_NotZeroSum, "rewards are not zero-sum"),
-    (_EarlyReward, "rewards must be zero except on the move that ends the game"),
-    (_HalfWin, r"final rewards must be \+1, -1 or 0"),
-    (_Stuck, "a live state must have a legal action"),
-    (_TooShort, "a random game lasted longer than max_game_length=5 moves"),
-    (_SecondFirst, "player 0 must move first"),
-    (_IntegerHeuristic, r"heuristic\(state, player\) must be a float32 scalar, got int32"),
-    (_FloatBoard, "board must be an integer array"),
-    (_TypedKey, r"State.rng must hold bools, integers or floats of at most 4 bytes.*key<fry>"),
-    (_NoText, r"render\(state\) must return a str"),
-    (_MirroredActions, "symmetry rot90 does not commute with step"),
-    (_Backwards, r"parse_action\(format_action\(0\)\) gave 8"),
-    (_AnyNumber, r"format_action\(-1\) must refuse it"),
-    (_QuietParse, r"parse_action\(''\) must raise IllegalMoveError"),
-    (_AnyMoveParsed, r"parse_action accepted illegal move '\d'"),
-    (_UncheckedStep, "checked_step accepted illegal action"),
+    (_after(lambda s, n: n.replace(rewards=jnp.maximum(n.rewards, 0.0))), "rewards are not zero"),
+    (_after(_mid_game_reward), "rewards must be zero except on the move that ends the game"),
+    (_after(lambda s, n: n.replace(rewards=n.rewards / 2)), r"final rewards must be \+1, -1"),
+    (_after(_stuck), "a live state must have a legal action"),
+    ({"__init__": _short_init}, "a random game lasted longer than max_game_length=5 moves"),
+    (
+        {"init": lambda self, k: TicTacToe.init(self, k).replace(current_player=jnp.int32(1))},
+        "player 0 must move first",
+    ),
+    ({"heuristic": lambda self, s, p: jnp.int32(0)}, r"heuristic\(state, player\) must be a"),
+    ({"board": lambda self, s: TicTacToe.board(self, s).astype(float)}, "board must be an int"),
+    (
+        {"init": lambda self, k: _KeyedState(**dataclasses.asdict(TicTacToe.init(self, k)), rng=k)},
+        r"State.rng must hold bools, integers or floats of at most 4 bytes.*key<fry>",
+    ),
+    ({"render": lambda self, s: None}, r"render\(state\) must return a str"),
+    ({"symmetries": property(_unturned)}, "symmetry rot90 does not commute with step"),
+    ({"format_action": lambda self, a: str(9 - int(a))}, r"parse_action\(format_action\(0\)\)"),
+    ({"format_action": lambda self, a: str(int(a) + 1)}, r"format_action\(-1\) must refuse it"),
+    ({"_parse": lambda self, t: int(t) - 1 if t.isdigit() else 0}, r"parse_action\(''\) must"),
+    (
+        {"parse_action": lambda self, text, state=None: TicTacToe.parse_action(self, text)},
+        r"parse_action accepted illegal move '\d'",
+    ),
+    ({"checked_step": lambda self, s, a: self.step(s, a)}, "checked_step accepted illegal action"),
 ]
 
 
-@pytest.mark.parametrize(("cls", "message"), BROKEN, ids=[c.__name__[1:] for c, _ in BROKEN])
-def test_check_game_names_the_rule_a_game_breaks(cls, message):
+@pytest.mark.parametrize(
+    ("methods", "message"), BROKEN, ids=[m.replace("\\", "") for _, m in BROKEN]
+)
+def test_check_game_names_the_rule_a_game_breaks(methods, message):
     """Each variant breaks one rule of Tic-Tac-Toe, which passes (`test_check_game`)."""
     with pytest.raises(AssertionError, match=f"^tictactoe: {message}"):
-        check_game(cls(), num_games=2)
+        check_game(type("Broken", (TicTacToe,), methods)(), num_games=2)
 
 
 def test_a_game_needs_a_name_and_its_parsed_moves_stay_on_the_board():

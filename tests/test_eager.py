@@ -131,22 +131,3 @@ def test_batched_states_need_vmap(ttt):
         game.legal_actions(batch)
     with pytest.raises(TypeError, match=r"one integer action .*jax\.vmap"):
         jax.jit(game.step)(state, jnp.zeros(4, jnp.int32))
-
-
-@pytest.mark.parametrize("config", GAME_CONFIGS, ids=config_id)
-def test_format_action_refuses_out_of_range(config):
-    name, kwargs = config
-    game = games.make(name, **kwargs)
-    game.format_action(game.num_actions - 1)
-    for bad in (-1, game.num_actions):
-        with pytest.raises(games.IllegalMoveError, match=rf"{bad}.*0-{game.num_actions - 1}"):
-            game.format_action(bad)
-    with pytest.raises(TypeError, match=r"got 1\.5"):
-        game.format_action(1.5)
-
-
-def test_format_action_refuses_the_first_action_past_a_board():
-    game = games.make("chain_reaction", rows=6, cols=9)
-    assert game.format_action(53) == "6,9"
-    with pytest.raises(games.IllegalMoveError, match="54 is not an action"):
-        game.format_action(54)
