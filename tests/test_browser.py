@@ -18,14 +18,9 @@ import pytest
 CHROMIUM = pathlib.Path("/usr/bin/chromium")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium, one per test module."""
     if not CHROMIUM.exists():
         reason = f"no browser at {CHROMIUM} (apt-get install -y chromium)"
         if os.environ.get("CI") == "true":
@@ -39,32 +34,31 @@ def browser():
         chromium.close()
 
 
-@pytest.fixture
-def server(monkeypatch):
-    """The app on a free port. Choosing an opponent compiles nothing ahead here (the warm-up
-    is tested in tests/test_serve.py): a zoo model compiling in the background would outlive
-    the test and take CPU from the rest of the suite."""
+@pytest.fixture(scope="module")
+def server():
+    """The app on a free port, one per test module. Choosing an opponent compiles nothing ahead
+    here (tests/test_serve.py tests the warm-up): a compile in the background would outlive the
+    test and take CPU from the rest of the suite."""
     import uvicorn
 
     from azjax.web import app
-    from azjax.web.app import create_app
 
-    monkeypatch.setattr(app, "warm_in_background", lambda pairs, analyse: None)
-
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(None, analyse=False), host="127.0.0.1", port=port, log_level="warning"
-    )
-    instance = uvicorn.Server(config)
-    thread = threading.Thread(target=instance.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not instance.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    instance.should_exit = True
-    thread.join(timeout=10)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(app, "warm_in_background", lambda pairs, analyse: None)
+        config = uvicorn.Config(app.create_app(None, analyse=False), port=port, log_level="warning")
+        instance = uvicorn.Server(config)
+        thread = threading.Thread(target=instance.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not instance.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+        instance.should_exit = True
+        thread.join(timeout=10)
 
 
 def board_cells(page) -> list[str]:
@@ -104,11 +98,10 @@ def test_play_tictactoe_by_clicking(browser, server, tmp_path):
     page.select_option("#side", "0")
     page.click("#new")
     page.wait_for_selector("#board svg .move")
-    page.screenshot(path=str(tmp_path / "start.png"))
     assert page.locator("#board .move").count() == 9
     assert page.text_content("#status") == "Your move (X)."
 
-    for turn in range(5):
+    for _ in range(5):
         if page.get_attribute("#board", "data-over") == "true":
             break
         before = board_cells(page)
@@ -117,7 +110,6 @@ def test_play_tictactoe_by_clicking(browser, server, tmp_path):
         page.wait_for_function(
             f"document.querySelector('#board').dataset.ply !== '{ply}'", timeout=120_000
         )
-        page.screenshot(path=str(tmp_path / f"turn{turn}.png"))
         after = board_cells(page)
         added = [i for i in range(9) if before[i] != after[i]]
         assert all(before[i] == "" for i in added), "a mark was overwritten"
@@ -161,7 +153,7 @@ def test_hint_says_it_is_thinking_and_who_answers(browser, server):
     assert not page.is_disabled("#hint") and not errors, errors
 
 
-def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server, tmp_path):
+def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server):
     page, errors = open_page(browser, server, 1280, 800)
     page.select_option("#game", "connect4")
     labels = page.locator("#opponent option").all_text_contents()
@@ -181,7 +173,6 @@ def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server
     page.wait_for_selector("#board svg .move")
     board, card = page.locator("#board").bounding_box(), page.locator("#agent-card").bounding_box()
     assert card["x"] >= board["x"] + board["width"]  # beside the board, not under it
-    page.screenshot(path=str(tmp_path / "labels.png"))
     assert not errors, errors
 
 

@@ -1,5 +1,6 @@
 """The model zoo (azjax.zoo) and its agent specs, through every door: `azjax-eval` (matches,
-`--zoo`), `azjax-play`, the browser server and `scripts/replay.py`.
+`--zoo`), `azjax-play`, the browser server and `scripts/replay.py` (the shipped models' exact
+moves: tests/test_model.py).
 
 A tiny Tic-Tac-Toe model exported in the test stands in for the shipped models; the zoo is
 pointed at it with AZJAX_ZOO_DIR.
@@ -23,13 +24,13 @@ import games
 from azjax import agents, arena, export, model, session, zoo
 from azjax.card import make_card
 from azjax.cli import evaluate, play
+from azjax.cli.export import main as export_main
 from azjax.config import Config, GameConfig
 from azjax.network import NetworkConfig, init_params, make_network
-from azjax.web.app import create_app, find_zoo
+from azjax.web.app import create_app
 
 browser, server = test_browser.browser, test_browser.server  # headless Chromium, the app
-TTT = games.make("tictactoe")
-C4 = games.make("connect4")
+TTT, C4 = games.make("tictactoe"), games.make("connect4")
 
 
 @pytest.fixture(scope="module")
@@ -52,31 +53,21 @@ def use_zoo(zoo_dir, monkeypatch):
 
 
 def test_names_paths_cards_and_defaults(zoo_dir, monkeypatch, tmp_path):
-    assert zoo.directory() == zoo_dir
-    assert zoo.names() == ["c4", "tictactoe"]
+    assert zoo.directory() == zoo_dir and zoo.names() == ["c4", "tictactoe"]
     assert zoo.names(TTT) == ["tictactoe"] and zoo.names(C4) == ["c4"]
-    assert zoo.names(games.make("othello")) == []
     assert zoo.default(TTT) == "tictactoe" and zoo.default(C4) == "c4"
-    assert zoo.default(games.make("othello")) is None
+    assert zoo.names(games.make("othello")) == [] and zoo.default(games.make("othello")) is None
     assert zoo.path("c4") == zoo_dir / "c4.azjax"
     found = model.load("zoo:tictactoe")
     assert found.game is TTT and found.card == zoo.card("tictactoe")
     for bad in ("nope", "../models/c4"):
         with pytest.raises(ValueError, match=r"no zoo model .* the zoo has: c4, tictactoe"):
             zoo.path(bad)
-    table = zoo.table().splitlines()
-    assert table[0].split() == ["name", "game", "size", "iteration", "strength"]
-    assert table[2].split() == ["tictactoe", "tictactoe", "-", "2", "-"]
     # The model named after the game plays it by default, before others sorted ahead of it.
-    own = tmp_path / "own"
-    shutil.copytree(zoo_dir, own)
+    own = shutil.copytree(zoo_dir, tmp_path / "own")
     shutil.copy(own / "tictactoe.azjax", own / "a_tictactoe.azjax")
     monkeypatch.setenv(zoo.ENV, str(own))
     assert zoo.names(TTT) == ["a_tictactoe", "tictactoe"] and zoo.default(TTT) == "tictactoe"
-
-    monkeypatch.delenv(zoo.ENV)  # the package's own folder
-    assert zoo.directory() == pathlib.Path(zoo.__file__).parent
-    assert all(zoo.path(name).is_file() for name in zoo.names())
 
 
 def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
@@ -84,9 +75,9 @@ def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
     each card names a game azjax plays and carries measured strength, each match's interval the
     arena's for its counts."""
     monkeypatch.delenv(zoo.ENV)
-    files = sorted(pathlib.Path(zoo.__file__).parent.glob("*.azjax"))
-    assert len(files) >= 6
-    assert all(f.stat().st_size <= 4 * 2**20 for f in files), [f.name for f in files]
+    assert zoo.directory() == pathlib.Path(zoo.__file__).parent
+    files = [zoo.path(name) for name in zoo.names()]
+    assert len(files) >= 6 and all(f.stat().st_size <= 4 * 2**20 for f in files)
     assert sum(f.stat().st_size for f in files) <= 16 * 2**20
     for name in zoo.names():
         card = zoo.card(name)
@@ -100,7 +91,6 @@ def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
 
 
 def test_zoo_specs_parse_make_and_refuse():
-    assert agents.parse_spec("zoo:tictactoe") == agents.Spec("zoo", model="tictactoe")
     assert agents.parse_spec("zoo:c4:50") == agents.Spec("zoo", number=50, model="c4")
     assert agents.parse_spec("policy-zoo:c4") == agents.Spec("policy-zoo", model="c4")
     for bad, message in [
@@ -111,103 +101,69 @@ def test_zoo_specs_parse_make_and_refuse():
     ]:
         with pytest.raises(ValueError, match=message):
             agents.parse_spec(bad)
-    assert agents.make("zoo:tictactoe", TTT).name == "zoo:tictactoe"
     assert agents.make("zoo:tictactoe:3", TTT).name == "zoo:tictactoe:3"
     policy = agents.make("policy-zoo:tictactoe", TTT)
-    assert policy.name == "policy-zoo:tictactoe"
     state = TTT.init(jax.random.key(0))
     assert bool(state.legal_action_mask[policy(state, jax.random.key(1))])
-    with pytest.raises(
-        ValueError, match="zoo model c4 was trained on connect4, not on the tictactoe game"
-    ):
+    with pytest.raises(ValueError, match="zoo model c4 was trained on connect4, not on the tictac"):
         agents.make("zoo:c4", TTT)
     with pytest.raises(ValueError, match="no zoo model 'nope'"):
         agents.make("policy-zoo:nope", TTT)
 
 
 def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(zoo.ENV, str(shutil.copytree(zoo_dir, tmp_path / "zoo")))  # cards change
+    folder = shutil.copytree(zoo_dir, tmp_path / "zoo")  # its cards change
+    monkeypatch.setenv(zoo.ENV, str(folder))
     result = tmp_path / "match.json"
     args = ["--a", "zoo:tictactoe", "--b", "random", "--games", "4", "--quiet"]
     assert evaluate.main([*args, "--json", str(result)]) == 0  # the game comes from the model
     match = json.loads(result.read_text())
     assert match["game"] == "tictactoe" and match["match"]["a"] == "zoo:tictactoe"
-
-    model = zoo.path("tictactoe")
-    from azjax.cli.export import main as export_main
-
-    assert export_main(["--card-only", str(model), "--strength", str(result)]) == 0
+    assert export_main(["--card-only", str(zoo.path("tictactoe")), "--strength", str(result)]) == 0
+    (folder / "broken.azjax").write_bytes(b"not a model")  # a broken download: hides no other
+    assert zoo.names() == ["broken", "c4", "tictactoe"] and zoo.names(TTT) == ["tictactoe"]
+    assert session.default_opponent(TTT) == "zoo:tictactoe"
+    with pytest.raises(ValueError, match=r"broken\.azjax is not an azjax model file"):
+        model.load("zoo:broken")
     capsys.readouterr()
     listing = tmp_path / "zoo.json"
     assert evaluate.main(["--zoo", "--json", str(listing)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert f"tictactoe  -     2          vs random {match['match']['score']:.1%} of 4\n" in out
-    assert "c4         connect4" in out
-    cards = json.loads(listing.read_text())["zoo"]
-    assert [c["name"] for c in cards] == ["c4", "tictactoe"]
-
-    assert evaluate.main(["--a", "zoo:c4", "--b", "random", "--game", "tictactoe"]) == 2
-    assert "zoo model c4 was trained on connect4" in capsys.readouterr().err
-    monkeypatch.setenv(zoo.ENV, str(tmp_path / "run"))  # a folder without models
-    (tmp_path / "run").mkdir()
-    assert evaluate.main(["--zoo"]) == 0
-    assert capsys.readouterr().out == f"the zoo is empty ({tmp_path / 'run'})\n"
-
-
-def test_azjax_eval_lists_one_games_zoo_models(tmp_path, capsys):
-    listing = tmp_path / "zoo.json"
-    assert evaluate.main(["--zoo", "--game", "connect4", "--json", str(listing)]) == 0
-    *rows, wrote = capsys.readouterr().out.splitlines()
-    assert [row.split()[0] for row in rows] == ["name", "c4"] and wrote == f"wrote {listing}"
-    assert [c["name"] for c in json.loads(listing.read_text())["zoo"]] == ["c4"]
-    assert evaluate.main(["--zoo", "--game", "tictactoe"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].startswith("tictactoe ")
+    assert [row.split()[0] for row in out.splitlines()] == ["name", "c4", "tictactoe", "wrote"]
+    assert err == f"warning: {folder / 'broken.azjax'} is not an azjax model file (ExtraData)\n"
+    assert [c["name"] for c in json.loads(listing.read_text())["zoo"]] == ["c4", "tictactoe"]
+    assert evaluate.main(["--zoo", "--game", "connect4"]) == 0
+    assert [row.split()[0] for row in capsys.readouterr().out.splitlines()] == ["name", "c4"]
     assert evaluate.main(["--zoo", "--game", "othello", "--size", "size=6"]) == 0
     assert capsys.readouterr().out.startswith("the zoo has no othello size=6 model (")
+    monkeypatch.setenv(zoo.ENV, str(tmp_path))  # a folder without models
+    assert evaluate.main(["--zoo"]) == 0
+    assert capsys.readouterr().out == f"the zoo is empty ({tmp_path})\n"
 
 
-def test_azjax_play_defaults_to_the_zoo_model(tmp_path, monkeypatch, capsys):
-    assert session.default_opponent(TTT) == "zoo:tictactoe"
+def test_azjax_play_and_replay_default_to_the_zoo_model(tmp_path, monkeypatch, capsys):
     other_size = games.make("chain_reaction", rows=6, cols=9)  # the zoo's model is 5x5
     assert session.default_opponent(other_size) == session.FALLBACK_OPPONENT
+    assert session.analyst("zoo:tictactoe") == "the zoo model tictactoe with search"
     save = tmp_path / "game.json"
-    moves = "hint\n" + "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
-    monkeypatch.setattr(sys, "stdin", io.StringIO(moves))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(map(str, range(1, 10))) * 2 + "\n"))
     play.main(["--game", "tictactoe", "--save", str(save)])
     out = capsys.readouterr().out
-    assert "zoo:tictactoe is O" in out
-    assert "Hint from the zoo model tictactoe with search:" in out
-    assert "Moves: " in out
+    assert "zoo:tictactoe is O" in out and "Moves: " in out
     assert json.loads(save.read_text())["opponent"] == "zoo:tictactoe"
-
-
-def test_a_damaged_model_file_hides_no_other_model(zoo_dir, tmp_path, monkeypatch, capsys):
-    """A file in the zoo's folder that is no model (a broken download, say): the others still
-    play by default and are offered on the page; asking for it by name names the damage."""
-    folder = shutil.copytree(zoo_dir, tmp_path / "zoo")
-    (folder / "broken.azjax").write_bytes(b"not a model")
-    monkeypatch.setenv(zoo.ENV, str(folder))
-    assert zoo.names() == ["broken", "c4", "tictactoe"] and zoo.names(TTT) == ["tictactoe"]
-    assert session.default_opponent(TTT) == "zoo:tictactoe"
-    assert [m["name"] for m in find_zoo()] == ["c4", "tictactoe"]
-    with pytest.raises(ValueError, match=r"broken\.azjax is not an azjax model file"):
-        model.load("zoo:broken")
-    assert evaluate.main(["--zoo"]) == 0  # listed: the others, and a warning naming it
-    out, err = capsys.readouterr()
-    assert [row.split()[0] for row in out.splitlines()] == ["name", "c4", "tictactoe"]
-    assert err == f"warning: {folder / 'broken.azjax'} is not an azjax model file (ExtraData)\n"
+    args = ["--game", "tictactoe", "--agents", "zoo:tictactoe", "policy-zoo:tictactoe"]
+    load_script("replay").main([*args, "--out", str(tmp_path / "frames")])
+    assert len(list((tmp_path / "frames").glob("*.svg"))) >= 6  # the start and five moves
 
 
 def test_browser_server_offers_zoo_models_without_runs():
     with TestClient(create_app(None, analyse=False)) as client:
-        options = client.get("/api/options").json()
-        assert options["zoo"] == [
-            {"name": "c4", "game": "connect4", "kwargs": {}, "label": "", "strength": "-"}
-            | {"default": True},
-            {
-                **{"name": "tictactoe", "game": "tictactoe", "kwargs": {}, "label": ""},
-                **{"strength": "-", "default": True},
-            },
+        listed = client.get("/api/options").json()["zoo"]
+        same = {"kwargs": {}, "label": "", "strength": "-", "default": True}
+        assert listed == [
+            {"name": "c4", "game": "connect4", **same},
+            {"name": "tictactoe", "game": "tictactoe", **same},
         ]
         body = {"game": "tictactoe", "opponent": "zoo:tictactoe", "human": 1}
         response = client.post("/api/games", json=body)
@@ -236,11 +192,3 @@ def test_the_page_picks_the_zoo_model_unless_the_person_chose(browser, server):
     page.select_option("#opponent", "zoo:c4")
     page.select_option("#game", "tictactoe")  # not offered here: the game's own default
     assert page.input_value("#opponent") == "zoo:tictactoe"
-
-
-def test_replay_script_plays_zoo_agents(tmp_path):
-    replay = load_script("replay")
-    out = tmp_path / "frames"
-    args = ["--game", "tictactoe", "--agents", "zoo:tictactoe", "policy-zoo:tictactoe"]
-    replay.main([*args, "--out", str(out)])
-    assert len(list(out.glob("*.svg"))) >= 6  # the start and at least five moves

@@ -29,9 +29,8 @@ def directory() -> pathlib.Path:
 
 
 def _plays(name: str, game: games.Game) -> bool:
-    """Whether zoo model `name` was trained for `game` (the same game and size): not when its
-    card names a game (or size) this azjax does not know, or cannot be read (a damaged file,
-    which `zoo:NAME` names when asked for)."""
+    """Whether zoo model `name` was trained for `game` (same game and size); not when its card
+    cannot be read (`zoo:NAME` names the damage when asked for) or names an unknown game."""
     try:
         return card_game(card(name)) is game
     except ValueError:
@@ -54,38 +53,33 @@ def path(name: str) -> pathlib.Path:
 
 
 def card(name: str) -> dict[str, Any]:
-    """The card of zoo model `name`."""
+    """The card of zoo model `name` (read again once its file is rewritten)."""
     file = path(name)
     return _card(file, file.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=64)
 def _card(file: pathlib.Path, mtime_ns: int) -> dict[str, Any]:
-    del mtime_ns  # part of the cache key only: a rewritten model is read again
     return export.read_card(file)
 
 
 def default(game: games.Game) -> str | None:
-    """The zoo model to play `game` by default: the one named after the game if it plays this
-    size, else the first that does; None when the zoo has none."""
+    """The zoo model that plays `game` by default: the one named after the game if it plays
+    this size, else the first that does; None when none does."""
     found = names(game)
-    return next((name for name in found if name == game.name), found[0] if found else None)
+    return game.name if game.name in found else next(iter(found), None)
 
 
 def table(models: list[str] | None = None) -> str:
     """The zoo's `models` (default all) as a text table: name, game, size, iteration and
-    strength figures."""
-    rows = []
+    strength."""
+    rows = [("name", "game", "size", "iteration", "strength")]
     for name in names() if models is None else models:
         c = card(name)
         size = ",".join(f"{k}={v}" for k, v in sorted(c["game"]["kwargs"].items())) or "-"
         rows.append((name, c["game"]["name"], size, str(c["iteration"]), headline(c)))
-    if not rows:
+    if len(rows) == 1:
         return f"the zoo is empty ({directory()})"
-    header = ("name", "game", "size", "iteration", "strength")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    lines = [
-        "  ".join([*(f"{v:{w}}" for v, w in zip(r, widths, strict=False)), r[-1]])
-        for r in [header, *rows]
-    ]
-    return "\n".join(lines)
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    pad = [*(f"{{:{w}}}" for w in widths), "{}"]
+    return "\n".join("  ".join(p.format(v) for p, v in zip(pad, r, strict=True)) for r in rows)
