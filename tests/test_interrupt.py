@@ -1,6 +1,7 @@
 """Ctrl-C and SIGTERM, sent to the commands as a shell sends them (to a process group of their
 own), wherever they land: the command keeps what it finished, says so in one line and exits 130
-(azjax.cli), never crashing while XLA still compiles or computes."""
+(azjax.cli), never crashing while XLA still compiles or computes. Exact resume after a signal:
+tests/test_multihost.py."""
 
 from __future__ import annotations
 
@@ -19,100 +20,81 @@ import helpers
 import pytest
 from helpers import ROOT, write_tiny_run
 
-from azjax.checkpoint import list_steps
+from azjax.checkpoint import StopRequest, list_steps
 from azjax.cli import INTERRUPTED
 from azjax.cli.train import main as train_main
-from azjax.workdir import StopRequest
 
-TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
-TINY = [*helpers.TINY, "train.iterations=1000"]  # as many iterations as it is given
-
-
-# Ctrl-C at its default, as a command started at a terminal has it (a suite started in the
-# background of a shell, `.ci/run &`, passes an ignored SIGINT down to every child), then the
-# command itself in the same process.
+TRAIN = ["--config", str(ROOT / "configs" / "tictactoe.yaml"), *helpers.TINY]
+TRAIN += ["train.iterations=1000", "--cpu-devices", "1"]  # as many iterations as it is given
+# Ctrl-C at its default, as at a terminal (a suite started in the background of a shell passes
+# an ignored SIGINT down), then the command itself in the same process.
 AS_AT_A_TERMINAL = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
 )
 
 
+def compiling(tmp: pathlib.Path) -> dict[str, str]:
+    """An empty compilation cache, and JAX saying what it compiles."""
+    (tmp / "cache").mkdir()
+    return {"AZJAX_JAX_CACHE": str(tmp / "cache"), "JAX_LOG_COMPILES": "1"}
+
+
 class Running:
-    """A command started in a session (process group) of its own, its output read as it comes."""
+    """A command started in a process group of its own, its output read as it comes."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None, stdin=None):
         self.process = subprocess.Popen(
             [sys.executable, "-c", AS_AT_A_TERMINAL, *argv],
             cwd=ROOT,
             env={**os.environ, **(env or {})},
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdin=stdin or subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
         self.out, self.err = bytearray(), bytearray()
-        self._readers = [
-            threading.Thread(target=self._read, args=(stream, into), daemon=True)
-            for stream, into in ((self.process.stdout, self.out), (self.process.stderr, self.err))
-        ]
-        for reader in self._readers:
+        streams = ((self.process.stdout, self.out), (self.process.stderr, self.err))
+        self.readers = [threading.Thread(target=self.read, args=s, daemon=True) for s in streams]
+        for reader in self.readers:
             reader.start()
 
     @staticmethod
-    def _read(stream, into: bytearray) -> None:
+    def read(stream, into: bytearray) -> None:
         while chunk := os.read(stream.fileno(), 4096):
             into.extend(chunk)
 
     def wait_for(self, condition, what: str, timeout: float = 240) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
-            assert self.process.poll() is None, f"ended before {what}: {self.text()}"
-            assert time.monotonic() < deadline, f"no {what} in {timeout} s: {self.text()}"
+            assert self.process.poll() is None, f"ended before {what}: {self.err.decode()}"
+            assert time.monotonic() < deadline, f"no {what} in {timeout} s: {self.err.decode()}"
             time.sleep(0.05)
 
     def wait_for_text(self, text: str, stream: str = "err") -> None:
         self.wait_for(lambda: text.encode() in getattr(self, stream), repr(text))
 
-    def send(self, sig: int) -> None:
-        os.kill(self.process.pid, sig)
-
-    def finish(self, timeout: float = 240) -> tuple[int, str, str]:
+    def stop(self, *signals: int, timeout: float = 240) -> tuple[str, str]:
+        """Send `signals`, one after the other; stdout and stderr once it exited 130, cleanly."""
+        for sig in signals:
+            os.kill(self.process.pid, sig)
         code = self.process.wait(timeout)
-        for reader in self._readers:
+        for reader in self.readers:
             reader.join(10)
-        return code, self.out.decode(), self.err.decode()
-
-    def text(self) -> str:
-        return f"\nstdout: {self.out.decode()}\nstderr: {self.err.decode()}"
-
-
-def _compiling(tmp_path: pathlib.Path) -> dict[str, str]:
-    """An empty compilation cache, and JAX saying what it compiles (see `compiling`)."""
-    cache = tmp_path / "jax_cache"
-    cache.mkdir()
-    return {"AZJAX_JAX_CACHE": str(cache), "JAX_LOG_COMPILES": "1"}
-
-
-def compiling(run: Running, name: str) -> None:
-    """Wait until XLA compiles the program `name` (seconds, from an empty cache)."""
-    run.wait_for_text(f"Finished jaxpr to MLIR module conversion jit({name})")
-    time.sleep(0.5)
-
-
-def _clean(code: int, err: str) -> None:
-    assert code == INTERRUPTED, err
-    assert "Traceback" not in err and "Exception ignored" not in err, err
+        out, err = self.out.decode(), self.err.decode()
+        assert code == INTERRUPTED, (code, out, err)
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+        return out, err
 
 
 def test_ctrl_c_while_xla_compiles_exits_130_not_a_crash(tmp_path):
     # The signal used to leave the compile running on XLA's threads, and Python's teardown
     # then crashed under it (SIGSEGV, status 139).
     argv = ["-m", "azjax.cli.evaluate", "--game", "tictactoe", "--a", "mcts:16", "--b", "random"]
-    run = Running([*argv, "--games", "2"], env=_compiling(tmp_path))
-    compiling(run, "play")
-    run.send(signal.SIGINT)
-    code, _out, err = run.finish()
-    _clean(code, err)
+    run = Running([*argv, "--games", "2"], compiling(tmp_path))
+    run.wait_for_text("Finished jaxpr to MLIR module conversion jit(play)")
+    time.sleep(0.5)  # into XLA's compile
+    _, err = run.stop(signal.SIGINT)
     assert err.strip().splitlines()[-1] == "azjax-eval: interrupted", err
 
 
@@ -123,12 +105,10 @@ def test_ctrl_c_while_the_console_script_loads_jax_exits_130(tmp_path):
     script = pathlib.Path(sys.executable).parent / "azjax-train"
     assert script.is_file(), f"no console script {script}: `make test` installs azjax in .venv"
     workdir = tmp_path / "run"
-    argv = [str(script), "--config", str(TICTACTOE), "--workdir", str(workdir), *TINY]
-    run = Running(argv, env={"PYTHONPROFILEIMPORTTIME": "1"})  # each import, as it finishes
+    importing = {"PYTHONPROFILEIMPORTTIME": "1"}  # each import, as it finishes
+    run = Running([str(script), *TRAIN, "--workdir", str(workdir)], importing)
     run.wait_for_text(" jax._src.lib\n")  # jax itself goes on loading
-    run.send(signal.SIGINT)
-    code, _out, err = run.finish(timeout=60)
-    _clean(code, err)
+    _, err = run.stop(signal.SIGINT, timeout=60)
     assert err.strip().splitlines()[-1] == "azjax-train: interrupted", err
     assert not workdir.exists()  # stopped before the command began
 
@@ -138,9 +118,7 @@ def test_sigterm_keeps_a_matchs_finished_batches(tmp_path):
     argv = ["-m", "azjax.cli.evaluate", "--game", "tictactoe", "--a", "mcts:4", "--b", "random"]
     run = Running([*argv, "--games", str(planned), "--batch", "2", "--json", str(result)])
     run.wait_for(lambda: re.search(rb"\| [1-9]\d*/", run.err), "a finished batch")
-    run.send(signal.SIGTERM)
-    code, out, err = run.finish()
-    _clean(code, err)
+    out, err = run.stop(signal.SIGTERM)
     match = json.loads(result.read_text())["match"]
     assert match["interrupted"] and match["planned_games"] == planned, match
     assert 2 <= match["games"] < planned and match["games"] % 2 == 0, match
@@ -151,28 +129,24 @@ def test_sigterm_keeps_a_matchs_finished_batches(tmp_path):
 def test_play_ctrl_c_while_the_agent_thinks(tmp_path):
     save = tmp_path / "game.json"
     argv = ["-m", "azjax.cli.play", "--game", "tictactoe", "--opponent", "mcts:16"]
-    run = Running([*argv, "--save", str(save)], env=_compiling(tmp_path), stdin=subprocess.PIPE)
+    run = Running([*argv, "--save", str(save)], compiling(tmp_path), subprocess.PIPE)
     run.wait_for_text("Your move", "out")
     run.process.stdin.write(b"5\n")
     run.process.stdin.flush()
-    compiling(run, "fn")  # the agent's search
-    run.send(signal.SIGINT)
-    code, _out, err = run.finish()
-    _clean(code, err)
+    run.wait_for_text("Finished jaxpr to MLIR module conversion jit(fn)")  # the agent's search
+    time.sleep(0.5)
+    _, err = run.stop(signal.SIGINT)
     assert err.strip().splitlines()[-1] == "Interrupted: the game is left unfinished.", err
     assert json.loads(save.read_text())["moves"] == ["5"]
 
 
-def test_training_stopped_by_sigterm_exits_130_and_resumes(tmp_path):
+def test_training_stopped_by_sigterm_keeps_its_checkpoint(tmp_path):
     workdir = tmp_path / "run"
-    argv = ["-m", "azjax.cli.train", "--config", str(TICTACTOE), "--workdir", str(workdir)]
-    run = Running([*argv, "--quiet", "--cpu-devices", "1", *TINY])
+    run = Running(["-m", "azjax.cli.train", *TRAIN, "--workdir", str(workdir), "--quiet"])
     run.wait_for(lambda: list_steps(workdir), "checkpoint")
-    run.send(signal.SIGTERM)
+    os.kill(run.process.pid, signal.SIGTERM)
     run.wait_for_text("interrupted at iteration", "out")
-    run.send(signal.SIGINT)  # during the exit: ends it at once, quietly
-    code, out, err = run.finish()
-    _clean(code, err)
+    out, _ = run.stop(signal.SIGINT)  # a second signal during the exit: ends it at once
     stopped = list_steps(workdir)[-1]
     assert f"interrupted at iteration {stopped}; checkpoint saved; rerun the same command" in out
     assert "done:" not in out and "compiling" not in out, out  # --quiet
@@ -180,17 +154,13 @@ def test_training_stopped_by_sigterm_exits_130_and_resumes(tmp_path):
 
 def test_training_stopped_while_compiling_leaves_no_empty_run(tmp_path):
     workdir = tmp_path / "run"
-    argv = ["-m", "azjax.cli.train", "--config", str(TICTACTOE), "--workdir", str(workdir)]
-    env = _compiling(tmp_path)
-    run = Running([*argv, "--cpu-devices", "1", *TINY], env=env)
-    # At once, not half a second on as `compiling` waits: init compiles in about that long,
-    # and the loop, which stops after an iteration, must not have begun.
+    run = Running(["-m", "azjax.cli.train", *TRAIN, "--workdir", str(workdir)], compiling(tmp_path))
+    # At once: init compiles in about half a second, and the loop must not have begun.
     run.wait_for_text("Finished jaxpr to MLIR module conversion jit(init)")
-    run.send(signal.SIGINT)
-    code, out, err = run.finish()
-    _clean(code, err)
-    cache = env["AZJAX_JAX_CACHE"]
-    assert f"compiling: the first start of a config takes longest; JAX's cache in {cache}" in out
+    out, err = run.stop(signal.SIGINT)
+    cache = tmp_path / "cache"
+    said = f"compiling: the first start of a config takes longest; JAX's cache in {cache}"
+    assert said in out
     start = "azjax-train: interrupted before the first checkpoint; rerun the same command to start"
     assert start in err.splitlines(), err
     assert not workdir.exists(), sorted(workdir.rglob("*"))
@@ -205,27 +175,23 @@ def test_training_stopped_before_its_loop_names_the_checkpoint_kept(tmp_path, mo
 
     write_tiny_run(tmp_path, steps=(3, 5))
     monkeypatch.setattr(azjax.train, "train_and_evaluate", interrupted)
-    argv = ["--config", str(TICTACTOE), "--workdir", str(tmp_path), "--quiet", *TINY]
-    assert train_main(argv) == INTERRUPTED
+    assert train_main([*TRAIN, "--workdir", str(tmp_path), "--quiet"]) == INTERRUPTED
     kept = "azjax-train: interrupted; checkpoint 5 is kept; rerun the same command to resume\n"
-    assert capsys.readouterr().err == kept
-    assert list_steps(tmp_path) == [3, 5]
+    assert capsys.readouterr().err == kept and list_steps(tmp_path) == [3, 5]
 
 
-ONNX_EXPORT = textwrap.dedent(
-    """
-    import pathlib, sys, time
-    from azjax import onnx_export
-    from azjax.cli.export import main
+ONNX_EXPORT = """
+import pathlib, sys, time
+from azjax import onnx_export
+from azjax.cli.export import main
 
-    def slow_check(path, *args, **kwargs):  # the check, taking its time
-        pathlib.Path(sys.argv[1]).write_text(str(path))
-        time.sleep(120)
+def slow_check(path, *args, **kwargs):  # the check, taking its time
+    pathlib.Path(sys.argv[1]).write_text(str(path))
+    time.sleep(120)
 
-    onnx_export.check_onnx = slow_check
-    sys.exit(main(sys.argv[2:]))
-    """
-)
+onnx_export.check_onnx = slow_check
+sys.exit(main(sys.argv[2:]))
+"""
 
 
 def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
@@ -239,14 +205,11 @@ def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
     argv = [str(checking), str(model), "--format", "onnx", "--out", str(out), "--force"]
     run = Running(["-c", ONNX_EXPORT, *argv])
     run.wait_for(checking.exists, "the check")
-    run.send(signal.SIGINT)
-    code, _, err = run.finish()
-    _clean(code, err)
+    _, err = run.stop(signal.SIGINT)
     assert err.strip() == f"azjax-export: interrupted; {out} is left as it was", err
     assert out.read_bytes() == b"the previous export"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["run", "ttt.azjax", "ttt.card.json", "ttt.onnx", "checking"]
-    )
+    names = ["run", "ttt.azjax", "ttt.card.json", "ttt.onnx", "checking"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
 
 
 RUN_COMMAND = textwrap.dedent(
@@ -288,21 +251,15 @@ RUN_COMMAND = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize(
-    ("main", "out", "err"),
-    [
-        ("looping", "", "\nprog: interrupted\n"),
-        ("returning", "", "\nprog: interrupted\n"),
-        ("failing", "", "\nprog: interrupted\n"),
-        ("again", "cleaning up\n", ""),
-    ],
-    ids=["looping", "returning", "failing", "again"],
-)
-def test_a_ctrl_c_is_never_lost(main, out, err):
-    """run_command's promise: a Ctrl-C whose KeyboardInterrupt was dropped still stops the
-    command with status 130, and a second one ends it at once."""
+@pytest.mark.parametrize("main", ["looping", "returning", "failing", "again"])
+def test_a_ctrl_c_is_never_lost(main):
+    """A Ctrl-C whose KeyboardInterrupt was dropped still stops the command with status 130 and
+    one line, and a second one ends it at once."""
     run = Running(["-c", RUN_COMMAND, main])
-    assert run.finish(60) == (INTERRUPTED, out, err)
+    out, err = run.stop(timeout=60)
+    assert (out, err) == (
+        ("cleaning up\n", "") if main == "again" else ("", "\nprog: interrupted\n")
+    )
 
 
 def test_signals_while_a_checkpoint_is_written_wait_for_it(capsys):
@@ -312,13 +269,9 @@ def test_signals_while_a_checkpoint_is_written_wait_for_it(capsys):
     stop = StopRequest()
     try:
         with stop.saving():
-            try:
-                signal.raise_signal(signal.SIGINT)
-                signal.raise_signal(signal.SIGINT)
-            except KeyboardInterrupt:
-                pytest.fail("a second Ctrl-C interrupted the checkpoint being written")
-        assert stop.requested
-        assert "stopping once it is saved" in capsys.readouterr().out
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+        assert stop.requested and "stopping once it is saved" in capsys.readouterr().out
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
     finally:
