@@ -108,7 +108,7 @@ def postfix(record: dict) -> dict[str, str]:
     if record.get("fraction_of_peak") is not None:
         out["peak"] = f"{record['fraction_of_peak']:.1%}"
     for key, value in record.items():
-        if key.startswith("eval/") and key.endswith("/win_rate"):
+        if key.startswith("eval/") and key.endswith("/score"):
             out[key.split("/")[1]] = f"{value:.0%}"
     return out
 
@@ -121,11 +121,22 @@ def _short(value: float) -> str:
     return f"{value:.0f}"
 
 
-def eval_line(iteration: int, record: dict) -> str:
-    parts = []
-    for key, value in record.items():
-        if key.startswith("eval/") and key.endswith("/win_rate"):
-            name = key.split("/")[1]
-            wins, draws, losses = (record[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
-            parts.append(f"vs {name}: {value:.0%} won ({wins}W {draws}D {losses}L)")
-    return f"iteration {iteration}: " + ", ".join(parts)
+def metrics_name(spec: str) -> str:
+    """An agent spec as its metrics name it: `eval/alphabeta_9/score` for `alphabeta:9`."""
+    return spec.replace(":", "_").replace("/", "_")
+
+
+def results(record: dict, specs: Sequence[str]) -> list[str]:
+    """`vs SPEC: scored S% (wW dD lL)` for each opponent spec with results in `record`. A draw
+    scores half a win, so all draws against perfect play read 50%, not 0% won."""
+    out = []
+    for spec in specs:
+        name = metrics_name(spec)
+        if f"eval/{name}/score" in record:
+            w, d, lo = (record[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
+            out.append(f"vs {spec}: scored {record[f'eval/{name}/score']:.0%} ({w}W {d}D {lo}L)")
+    return out
+
+
+def eval_line(iteration: int, record: dict, specs: Sequence[str]) -> str:
+    return f"iteration {iteration}: " + ", ".join(results(record, specs))

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from azjax import agents, arena, health, parallel, resume, throughput
 from azjax.checkpoint import Checkpointer, StopRequest, WorkdirLock, read_config
 from azjax.config import Config, ConfigError, config_to_dict, differences, dump_config
-from azjax.runlog import RunLog, eval_line, postfix, read_metrics, scalars
+from azjax.runlog import RunLog, eval_line, metrics_name, postfix, read_metrics, scalars
 from azjax.selfplay import chunk_evaluations
 from azjax.trainer import Trainer, TrainState, make_trainer
 
@@ -269,7 +269,7 @@ class _Session:
         opponents = ", ".join(self.config.eval.opponents)
         self.bar.set_postfix_str(f"evaluating: {games} games against {opponents}")
         record.update(evaluate(self.trainer, self.opponents, params, key, games))
-        self.bar.write(eval_line(self.iteration, record))
+        self.bar.write(eval_line(self.iteration, record, self.config.eval.opponents))
 
     def gate(self, record: dict[str, Any]) -> None:
         """Every `gate.every` iterations, the latest parameters against the best."""
@@ -346,9 +346,7 @@ class _Session:
         total = games * len(self.config.eval.opponents)
         key = jax.random.fold_in(self.eval_key, 0)
         with tqdm(total=total, desc="final evaluation", unit="game", disable=not self.shown) as bar:
-            return evaluate(
-                self.trainer, self.opponents, self.state.params, key, games, bar.update
-            )
+            return evaluate(self.trainer, self.opponents, self.state.params, key, games, bar.update)
 
     def clocks(self) -> dict[str, Any]:
         """Where this session started and the run's wall clock so far (for the summary)."""
@@ -416,12 +414,10 @@ def evaluate(
             opening_moves=config.opening_moves,
             progress=progress,
         )
-        name = spec.replace(":", "_").replace("/", "_")
+        name = metrics_name(spec)
         out[f"eval/{name}/score"] = float(result.score)
         out[f"eval/{name}/win_rate"] = result.wins / result.games
         out[f"eval/{name}/wins"] = int(result.wins)
         out[f"eval/{name}/draws"] = int(result.draws)
         out[f"eval/{name}/losses"] = int(result.losses)
     return out
-
-

@@ -80,7 +80,7 @@ def test_the_bar_shows_evaluations_per_second_in_three_figures(rate, shown):
     assert postfix(record) == {"pos/s": "100", "eval/s": shown}
 
 
-def test_the_bar_shows_the_loss_once_trained_and_each_opponents_win_rate():
+def test_the_bar_shows_the_loss_once_trained_and_each_opponents_score():
     record = {
         "train/trained": True,
         "train/loss": 1.23456,
@@ -89,25 +89,27 @@ def test_the_bar_shows_the_loss_once_trained_and_each_opponents_win_rate():
         "evaluations_per_second": 20.0,
         "eval/random/win_rate": 0.875,
         "eval/random/score": 0.9,
-        "eval/mcts/win_rate": 0.5,
+        "eval/mcts/score": 0.5,
     }
     assert postfix(record) == {
         "loss": "1.235",
         "v_std": "0.46",
         "pos/s": "10",
         "eval/s": "20",
-        "random": "88%",
+        "random": "90%",
         "mcts": "50%",
     }
 
 
-def test_the_evaluation_line_names_each_opponent_and_its_games():
-    record = {"eval/random/win_rate": 0.75, "eval/random/score": 0.8}
-    record |= {"eval/random/wins": 6, "eval/random/draws": 1, "eval/random/losses": 1}
-    record |= {"eval/mcts/win_rate": 0.25, "eval/mcts/wins": 1, "eval/mcts/draws": 0}
-    record |= {"eval/mcts/losses": 3}
-    assert eval_line(7, record) == (
-        "iteration 7: vs random: 75% won (6W 1D 1L), vs mcts: 25% won (1W 0D 3L)"
+def test_the_evaluation_line_names_each_opponent_as_given_and_scores_draws_as_half():
+    """The user's spec (`alphabeta:9`, not the metrics' `alphabeta_9`), and the score: all
+    draws against perfect play read 50%, not "0% won"."""
+    record = {"eval/random/score": 0.8, "eval/random/wins": 6, "eval/random/draws": 1}
+    record |= {"eval/random/losses": 1, "eval/alphabeta_9/score": 0.5}
+    record |= {"eval/alphabeta_9/wins": 0, "eval/alphabeta_9/draws": 64}
+    record |= {"eval/alphabeta_9/losses": 0}
+    assert eval_line(7, record, ["random", "alphabeta:9"]) == (
+        "iteration 7: vs random: scored 80% (6W 1D 1L), vs alphabeta:9: scored 50% (0W 64D 0L)"
     )
 
 

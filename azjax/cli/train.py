@@ -13,11 +13,11 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 
 import jax  # already loaded before --help: the game modules import it
 
 from azjax import parallel
-from azjax.checkpoint import WorkdirError, WorkdirInUse
 from azjax.cli import (
     FAILED,
     INTERRUPTED,
@@ -91,7 +91,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _train(config: Config, args: argparse.Namespace) -> int:
     """The run of a checked `config`, on the devices of this process (and its cluster)."""
-    from azjax.checkpoint import list_steps  # Orbax loads slowly: not for --help
+    from azjax.checkpoint import WorkdirError, WorkdirInUse, list_steps  # Orbax: not for --help
     from azjax.train import TrainingError, train_and_evaluate  # the same
 
     devices = jax.devices()
@@ -126,7 +126,8 @@ def _train(config: Config, args: argparse.Namespace) -> int:
     if final.get("interrupted"):  # its line is printed: interrupted at iteration N; ...
         return stopped()
     if jax.process_index() == 0 and not final.get("finished"):
-        print(summary(final, time.perf_counter() - start, args.workdir))
+        seconds = time.perf_counter() - start
+        print(summary(final, seconds, args.workdir, config.eval.opponents))
     return OK
 
 
@@ -148,9 +149,11 @@ def _remove_unstarted(workdir: str, existed: bool) -> None:
             path.rmdir()  # only when empty
 
 
-def summary(final: dict, seconds: float, workdir: str) -> str:
-    """The closing report of a run: this session's iterations and time, and, after a resume,
-    the whole run's wall clock."""
+def summary(final: dict, seconds: float, workdir: str, opponents: Sequence[str] = ()) -> str:
+    """The closing report of a run: this session's iterations and time, after a resume the
+    whole run's wall clock, and the final evaluation against `opponents`."""
+    from azjax.runlog import results  # TensorBoard's writer: not for --help
+
     iteration, first = final.get("iteration", 0), final.get("start_iteration", 0)
     lines = [f"done: {iteration - first} iterations in {seconds / 60:.1f} min"]
     if first:
@@ -163,11 +166,7 @@ def summary(final: dict, seconds: float, workdir: str) -> str:
             f"  last loss {final['train/loss']:.4f} (policy {final['train/policy_loss']:.4f}, "
             f"value {final['train/value_loss']:.4f})"
         )
-    for key, value in final.items():
-        if key.startswith("eval/") and key.endswith("/win_rate"):
-            name = key.split("/")[1]
-            w, d, lo = (final[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses"))
-            lines.append(f"  vs {name}: {value:.1%} won ({w}W {d}D {lo}L)")
+    lines += [f"  {line}" for line in results(final, opponents)]
     hint = f"agents.make('search:{workdir}', game)"
     lines.append(f"  checkpoint: {workdir}/checkpoints (load with {hint})")
     lines.append(f"  play it: azjax-play --opponent {shlex.quote(f'search:{workdir}')}")
