@@ -2,7 +2,7 @@
 
     write_checked_onnx(config, params, "connect4.onnx")   # written, checked, then moved in place
 
-jax2onnx and onnxruntime come with the `export` extra (see the README).
+jax2onnx and onnxruntime come with the `export` extra (docs/models.md#onnx).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def export_onnx(
     except ImportError:
         raise ImportError(
             "ONNX export needs jax2onnx and onnxruntime: pip install 'azjax[export]' and then "
-            "pip install --no-deps 'jax2onnx>=0.17,<0.18' (see the README)"
+            "pip install --no-deps 'jax2onnx>=0.17,<0.18' (see docs/models.md#onnx)"
         ) from None
     out = pathlib.Path(out)
     check_suffix(out, ".onnx")

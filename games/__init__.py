@@ -97,6 +97,7 @@ def _game_class(name: str) -> type[Game]:
     if entry is None:
         raise ValueError(
             f"unknown game {name!r}; expected one of {', '.join(names())} or {PGX_PREFIX}<env_id>"
+            f" (a game of your own: name its module in {PLUGINS_ENV}, docs/adding_a_game.md)"
         )
     if isinstance(entry, tuple):
         module, cls = entry
