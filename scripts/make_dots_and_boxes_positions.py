@@ -1,5 +1,5 @@
 """Regenerate azjax/data/dots_and_boxes_positions.json: 3x3 Dots and Boxes positions labelled
-by the exact retrograde solver (azjax.dab_solver; under 10 seconds).
+by the exact retrograde solver (azjax.referees; under 10 seconds).
 
 Positions come from games in which each move is, with probability --random-prob, a uniformly
 random line and otherwise one of the solver's best lines. Target plies (lines drawn) are spread
@@ -7,7 +7,7 @@ evenly over 0 .. --max-ply; repeats and positions where every legal line has the
 (nothing for best-move accuracy to tell apart) are skipped, and a ply with no new position left
 passes on to the next. The set also holds the positions after each of the first four moves
 of the sample game in E. Berlekamp, The Dots-and-Boxes Game (2000), p. 4, whose values D. Wilson
-published (tests/test_dab_solver.py checks the labels against them).
+published (tests/test_referees.py checks the labels against them).
 
     python scripts/make_dots_and_boxes_positions.py --count 300 --seed 0
 
