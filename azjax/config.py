@@ -104,7 +104,9 @@ class SelfPlayConfig:
     chunk_moves: int = 32  # moves per jitted chunk (lax.scan length)
     full_search_prob: float = 0.25  # playout cap randomization: P(full search)
     fast_simulations: int = 8
-    temperature_moves: int = 8  # sample moves for the first N moves of a game, then argmax
+    # sample moves for the first N moves of a game, then argmax; null: every move (the game's
+    # max_game_length)
+    temperature_moves: int | None = 8
     opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
 
     def __post_init__(self) -> None:
@@ -113,7 +115,10 @@ class SelfPlayConfig:
             "chunk_moves": (self.chunk_moves >= 1, ">= 1"),
             "full_search_prob": (0.0 < self.full_search_prob <= 1.0, "in (0, 1]"),
             "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
-            "temperature_moves": (self.temperature_moves >= 0, ">= 0"),
+            "temperature_moves": (
+                self.temperature_moves is None or self.temperature_moves >= 0,
+                ">= 0 or null",
+            ),
             "opening_moves": (self.opening_moves >= 0, ">= 0"),
         }
         check_fields("selfplay", self, checks)

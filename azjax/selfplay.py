@@ -14,10 +14,11 @@ would run both searches for every game.) A step's games are at unrelated move nu
 first few resets, so the shared flag correlates little within a game.
 
 Moves are sampled (see `run_search`'s `sample`) for the first `temperature_moves` moves of
-each game and played greedily afterwards. With `opening_moves` N > 0, each game opens with a
-uniformly drawn number k in 0..N of uniformly random legal plies (fewer where one would end the
-game), played without search and not recorded: self-play then also learns from positions its
-own play would not reach, and its move numbers count those plies.
+each game (all of them when it is None) and played greedily afterwards. With `opening_moves`
+N > 0, each game opens with a uniformly drawn number k in 0..N of uniformly random legal plies
+(fewer where one would end the game), played without search and not recorded: self-play then
+also learns from positions its own play would not reach, and its move numbers count those
+plies.
 
 Each game is searched as its own batch of one, vmapped over slots, with its own keys: a game's
 moves depend only on its keys, so a slot plays the same game whatever the batch size.
@@ -158,10 +159,13 @@ def make_rollout(
         search_config.num_simulations
     )
 
+    temperature_moves = cfg.temperature_moves
+    temperature_moves = game.max_game_length if temperature_moves is None else temperature_moves
+
     def play(params, state: State, move_number: Array, full: Array, key: Array):
         """One slot's move: search, play, restart the game if it ended. Unbatched."""
         search_key, reset_key = jax.random.split(key)
-        sample = (move_number < cfg.temperature_moves)[None]
+        sample = (move_number < temperature_moves)[None]
         one = jax.tree.map(lambda x: x[None], state)
 
         def full_search():

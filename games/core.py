@@ -176,7 +176,12 @@ def grid_symmetries(
 
     `action_grid[r, c]` is the action that belongs to cell (r, c), or -1 for none; an action
     may own several cells (Connect4: a column) as long as the transform maps them
-    consistently. Actions owning no cell (Othello's pass) map to themselves.
+    consistently. Actions owning no cell (Othello's pass) map to themselves. `names` picks the
+    transforms the rules allow, "identity" first, from "identity", "rot90", "rot180",
+    "rot270", "flip_lr" (mirror left-right), "flip_ud" (upside down), "transpose" and
+    "anti_transpose"; None takes all that map the grid onto itself (`dihedral_names`: 8 on a
+    square, 4 otherwise). Connect4 allows only ("identity", "flip_lr"): gravity has a
+    direction. ValueError when a transform splits an action's cells.
     """
     action_grid = np.asarray(action_grid)
     height, width = action_grid.shape

@@ -11,6 +11,7 @@ It raises AssertionError naming the first thing that broke.
 from __future__ import annotations
 
 import functools
+import traceback
 from typing import Any
 
 import jax
@@ -40,7 +41,14 @@ def check_game(game: Game, num_games: int = 16, key: jax.Array | None = None) ->
     _check_attributes(game)
     init_keys = jax.random.split(jax.random.fold_in(key, 0), num_games)
     _check_init(game, init_keys)
-    actions, states = _random_games(game, init_keys, jax.random.fold_in(key, 1))
+    actions, states = _call(
+        game,
+        "playing random games under jit and vmap",
+        _random_games,
+        game,
+        init_keys,
+        jax.random.fold_in(key, 1),
+    )
     actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
     _check_fields(game, states)
     # The checks below need the plies up to the first where every game has ended and one
@@ -78,13 +86,25 @@ def _same(a: State, b: State) -> bool:
 
 
 def _call(game: Game, what: str, fn: Any, *args: Any) -> Any:
-    """`fn(*args)`, an exception turned into an AssertionError naming `what`."""
+    """`fn(*args)`, an exception turned into one AssertionError naming `what` and the game's
+    method it came from (a Python `if` on a traced value gets how to write it instead)."""
     try:
         return fn(*args)
     except AssertionError:
         raise
     except Exception as err:
-        raise AssertionError(f"{game.name}: {what} failed: {type(err).__name__}: {err}") from err
+        frames = [
+            f for f, _ in traceback.walk_tb(err.__traceback__) if f.f_locals.get("self") is game
+        ]
+        where = f" in {type(game).__name__}.{frames[-1].f_code.co_name}" if frames else ""
+        text = (str(err).strip().splitlines() or [""])[0]
+        if isinstance(err, jax.errors.ConcretizationTypeError):
+            text = (
+                "Python control flow on an array value (`if`, `and`, `bool()`, `int()`) cannot "
+                "run under jit or vmap: use jnp.where, jax.lax.cond or jax.lax.while_loop"
+            )
+        message = f"{game.name}: {what} failed{where}: {type(err).__name__}: {text}"
+    raise AssertionError(message)
 
 
 def _random_action(key: jax.Array, mask: jax.Array) -> jax.Array:

@@ -4,6 +4,7 @@ comments resolves, and the Python of README, docs/evaluation.md and docs/models.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from helpers import ROOT, write_tiny_run
 
 import games
 from azjax import agents, export, zoo
+from azjax.config import load_config
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"`[^`]*`")
@@ -170,6 +172,21 @@ def test_the_model_page_python_runs(tmp_path, monkeypatch):
         names["found"].name == "connect4.azjax"
         and names["found"].card["game"]["name"] == "connect4"
     )
+
+
+def test_the_new_game_guide_is_whole(tmp_path):
+    """docs/adding_a_game.md gives the whole game file (docs/connect3.py, which
+    tests/test_new_game.py plays) and a config that loads as it is written."""
+    guide = (ROOT / "docs" / "adding_a_game.md").read_text(encoding="utf-8")
+    assert python_blocks(ROOT / "docs" / "adding_a_game.md")[0] + "\n" == (
+        ROOT / "docs" / "connect3.py"
+    ).read_text(encoding="utf-8")
+    (config,) = re.findall(r"```yaml\n(.*?)```", guide, re.S)
+    (tmp_path / "connect3.yaml").write_text(config)
+    loaded = load_config(tmp_path / "connect3.yaml", check=False)
+    small = load_config(ROOT / "configs" / "small_game.yaml")
+    assert loaded.game.name == "connect3" and loaded.selfplay.temperature_moves is None
+    assert dataclasses.replace(loaded, game=small.game) == small
 
 
 def test_slug_follows_github():
