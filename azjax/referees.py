@@ -1,27 +1,21 @@
 """Referees: an agent's moves scored against exact labels, and the solvers behind them.
 
-Each game in `REFEREES` ships positions from every phase of play, each with the exact score of
-every legal move for the player to move, with perfect play after it: a higher score is a better
-move, and its sign is the result (positive wins, 0 draws, negative loses).
+Each set in `REFEREES` ships positions from every phase of play, each with the exact score of
+every legal move under perfect play after it: higher is better, and its sign is the result for
+the mover (positive wins, 0 draws, negative loses).
 
-- Connect4: data/connect4_positions.json, from scripts/make_connect4_positions.py (the bitbully
-  solver); a win scores more the sooner it comes, a loss less the sooner it comes.
-- Dots and Boxes 3x3: data/dots_and_boxes_positions.json, from
-  scripts/make_dots_and_boxes_positions.py (`DotsAndBoxesSolution`); the score is the mover's
-  final box margin, boxes already won included.
-- Tic-Tac-Toe: data/tictactoe_positions.json, all 4,520 reachable non-terminal positions, from
-  scripts/make_tictactoe_positions.py (exhaustive minimax); scored as Connect4.
+- Connect4 (data/connect4_positions.json, from scripts/make_connect4_positions.py and the
+  bitbully solver) and Tic-Tac-Toe (all 4,520 non-terminal positions, from
+  scripts/make_tictactoe_positions.py): a win scores more, a loss less, the sooner it comes.
+- Dots and Boxes 3x3 (from scripts/make_dots_and_boxes_positions.py and
+  `DotsAndBoxesSolution`): the mover's final box margin, boxes already won included.
 
-An agent is measured by best-move accuracy (the share of positions where its move has the
-highest score) and result accuracy (where its move keeps the game-theoretic result; in a lost
-position every legal move does), overall, by phase and by result. `result_blind` is the
-best-move accuracy expected of an agent that keeps every result but is blind to the scores
-beyond their sign, as a net trained on bare results is: the rest of best move is what only
-targets aware of the scores reach.
-
-Connect4 also has Pascal Pons' six test groups of positions (data/connect4_pons.json, from
-scripts/make_connect4_pons.py), scored by mistake rate. Scoring needs no solver: the labels are
-read from the shipped files.
+An agent is measured by best-move accuracy (its move has the top score) and result accuracy
+(its move keeps the result; in a lost position every move does), overall, by phase and by
+result. `result_blind` is the best-move accuracy of an agent that keeps every result but is
+blind to the scores beyond their sign, as a net trained on bare results is. Connect4 also has
+Pascal Pons' six test groups (data/connect4_pons.json, from scripts/make_connect4_pons.py),
+scored by mistake rate. Scoring reads the labels from the shipped files: it needs no solver.
 """
 
 from __future__ import annotations
@@ -76,8 +70,7 @@ class Position:
 
     @property
     def best_moves(self) -> tuple[int, ...]:
-        top = self.best
-        return tuple(c for c, s in enumerate(self.scores) if s == top)
+        return tuple(c for c, s in enumerate(self.scores) if s == self.best)
 
     def keeps_result(self, move: int) -> bool:
         score = self.scores[move] if 0 <= move < len(self.scores) else None
@@ -102,14 +95,13 @@ def _read(file: pathlib.Path, label: str, script: str, parse: Callable[[Any], An
 
 @dataclasses.dataclass(frozen=True)
 class RefereeSet:
-    """A shipped position set: the game (and size) it labels, its file and its phases."""
+    """A shipped position set (azjax/data/GAME_positions.json, which scripts/make_GAME_positions.py
+    writes): the game (and size) it labels and its phases."""
 
     label: str  # for people, e.g. "Dots and Boxes 3x3"
     game_name: str
     game_kwargs: tuple[tuple[str, Any], ...]
-    file: str  # under azjax/data
-    script: str  # regenerates the file
-    phases: tuple[tuple[str, int, int], ...]  # (name, first ply, last ply)
+    phases: tuple[int, int]  # the first plies of the middle game and of the late one
     groups_file: str | None = None  # under azjax/data: Pons' test groups, if any
 
     @property
@@ -118,15 +110,14 @@ class RefereeSet:
 
     @property
     def path(self) -> pathlib.Path:
-        return DATA_DIR / self.file
+        return DATA_DIR / f"{self.game_name}_positions.json"
 
     def phase(self, ply: int) -> str:
-        return next(name for name, lo, hi in self.phases if lo <= ply <= hi)
+        return ("opening", "middle", "late")[sum(ply >= first for first in self.phases)]
 
     def parse(self, data: Any) -> list[Position]:
-        """Positions from the file's JSON layout ({"positions": [{"moves", "scores"}, ...]};
-        moves as a list of actions or a string of one-digit actions); ValueError naming the
-        first entry that does not fit it."""
+        """Positions from the file's JSON ({"positions": [{"moves", "scores"}, ...]}, moves a
+        list of actions or a string of digits); ValueError naming the first bad entry."""
         if not isinstance(data, dict) or not isinstance(data.get("positions"), list):
             got = f"keys {sorted(data)}" if isinstance(data, dict) else type(data).__name__
             raise ValueError(f'expected an object with a "positions" list, got {got}')
@@ -178,36 +169,16 @@ def _load(referee: RefereeSet, path: str | None) -> tuple[Position, ...]:
         return positions
 
     file = pathlib.Path(path) if path is not None else referee.path
-    return _read(file, referee.label, referee.script, parse)
+    script = f"scripts/make_{referee.game_name}_positions.py"
+    return _read(file, referee.label, script, parse)
 
 
-CONNECT4 = RefereeSet(
-    label="Connect4",
-    game_name="connect4",
-    game_kwargs=(),
-    file="connect4_positions.json",
-    script="scripts/make_connect4_positions.py",
-    phases=(("opening", 0, 11), ("middle", 12, 23), ("late", 24, 42)),
-    groups_file="connect4_pons.json",
-)
+CONNECT4 = RefereeSet("Connect4", "connect4", (), (12, 24), groups_file="connect4_pons.json")
 DOTS_AND_BOXES = RefereeSet(
-    label="Dots and Boxes 3x3",
-    game_name="dots_and_boxes",
-    game_kwargs=(("cols", 3), ("rows", 3)),
-    file="dots_and_boxes_positions.json",
-    script="scripts/make_dots_and_boxes_positions.py",
-    phases=(("opening", 0, 7), ("middle", 8, 15), ("late", 16, 24)),
+    "Dots and Boxes 3x3", "dots_and_boxes", (("cols", 3), ("rows", 3)), (8, 16)
 )
-TICTACTOE = RefereeSet(
-    label="Tic-Tac-Toe",
-    game_name="tictactoe",
-    game_kwargs=(),
-    file="tictactoe_positions.json",
-    script="scripts/make_tictactoe_positions.py",
-    phases=(("opening", 0, 2), ("middle", 3, 5), ("late", 6, 8)),
-)
+TICTACTOE = RefereeSet("Tic-Tac-Toe", "tictactoe", (), (3, 6))
 REFEREES = (CONNECT4, DOTS_AND_BOXES, TICTACTOE)
-DEFAULT_REFEREE = CONNECT4  # for a caller that names no game
 
 
 def referee_for(game: Game) -> RefereeSet:
@@ -238,18 +209,12 @@ class Accuracy:
     result_blind: float
 
     def to_dict(self) -> dict:
-        def parts(table: Shares) -> dict:
-            keys = ("positions", "best_move", "keeps_result")
-            return {name: dict(zip(keys, row, strict=True)) for name, row in table.items()}
-
-        return {
-            "positions": self.positions,
-            "best_move": self.best_move,
-            "keeps_result": self.keeps_result,
-            "result_blind": self.result_blind,
-            "by_phase": parts(self.by_phase),
-            "by_result": parts(self.by_result),
+        keys = ("positions", "best_move", "keeps_result")
+        tables = {
+            name: {k: dict(zip(keys, row, strict=True)) for k, row in getattr(self, name).items()}
+            for name in ("by_phase", "by_result")
         }
+        return {k: getattr(self, k) for k in (*keys, "result_blind")} | tables
 
     def __str__(self) -> str:
         lines = [
@@ -401,16 +366,10 @@ def accuracy(
     return score_moves(positions, agent_moves(game, agent, key, positions, batch_size, progress))
 
 
-# ----------------------------------------------------------------------------- Pons' groups
-#
-# A Connect4 position's stage is the number of moves played (begin <= 14, middle 15-28, end
-# > 28) and its difficulty the number of moves left until the game ends under perfect play
-# (easy < 14, medium 14-28, hard > 28). Six (stage, difficulty) groups are used. An agent's
-# move is a mistake when its exact result for the mover is worse than the position's best.
-#
-# Moves left come from the exact score (`remaining_moves`), in the convention of exact Connect4
-# solvers: after `ply` moves, the mover's score is 22 - k when it wins with its k-th stone,
-# -(22 - k) when the opponent wins with its k-th stone, 0 for a draw.
+# Pons' groups: a Connect4 position's stage is its moves played (begin <= 14, middle 15-28, end
+# > 28), its difficulty the moves left under perfect play (easy < 14, medium 14-28, hard > 28);
+# six (stage, difficulty) groups are used. A move is a mistake when its exact result for the
+# mover is worse than the position's.
 
 CELLS = 42  # Connect4's 6x7 board
 STAGES = (("begin", 0, 14), ("middle", 15, 28), ("end", 29, CELLS - 1))  # moves played
@@ -421,13 +380,10 @@ PONS_SCRIPT = "scripts/make_connect4_pons.py"
 
 
 def remaining_moves(ply: int, score: int) -> int:
-    """Moves left until the game ends under perfect play, from the exact score after `ply` moves.
-
-    The mover has played ply // 2 stones and its opponent ply - ply // 2. A draw fills the board.
-    A win with the mover's k-th stone (score 22 - k) ends after the mover plays k - ply // 2 more
-    stones and the opponent one fewer; a loss to the opponent's k-th stone (score -(22 - k))
-    after k - (ply - ply // 2) more stones of each.
-    """
+    """Moves left until the game ends under perfect play, from the exact score after `ply` moves:
+    22 - k for a win with the mover's k-th stone (k - ply // 2 more stones of the mover, one
+    fewer of the opponent's), -(22 - k) for a loss to the opponent's k-th stone (k - (ply -
+    ply // 2) more of each), 0 for a draw (the board fills)."""
     if score == 0:
         return CELLS - ply
     if score > 0:
@@ -448,14 +404,11 @@ def group(ply: int, score: int) -> str:
     return f"{stage}-{_band(DIFFICULTIES, remaining_moves(ply, score), 'moves left')}"
 
 
+@functools.cache
 def load_groups(path: str | pathlib.Path | None = None) -> dict[str, tuple[Position, ...]]:
     """Pons' labelled positions per group (the shipped set by default); ValueError when a
     group is missing or a position does not belong to the group it is filed under."""
-    return _load_groups(str(path) if path is not None else None)
 
-
-@functools.cache
-def _load_groups(path: str | None) -> dict[str, tuple[Position, ...]]:
     def parse(data: Any) -> dict[str, tuple[Position, ...]]:
         groups = data.get("groups") if isinstance(data, dict) else None
         if not isinstance(groups, dict) or sorted(groups) != sorted(GROUPS):
@@ -496,25 +449,16 @@ class MistakeRates:
         n, mistakes = self.counts[name]
         return mistakes / n
 
-    def interval(self, name: str) -> tuple[float, float]:
-        n, mistakes = self.counts[name]
-        return wilson(mistakes, n)
-
     def to_dict(self) -> dict:
         return {
-            name: {
-                "positions": n,
-                "mistakes": m,
-                "mistake_rate": self.rate(name),
-                "ci95": list(self.interval(name)),
-            }
+            name: {"positions": n, "mistakes": m, "mistake_rate": m / n, "ci95": [*wilson(m, n)]}
             for name, (n, m) in self.counts.items()
         }
 
     def __str__(self) -> str:
         lines = ["Pons mistake rates (95% Wilson interval):"]
         for name, (n, m) in self.counts.items():
-            lo, hi = self.interval(name)
+            lo, hi = wilson(m, n)
             lines.append(f"  {name:13s} {n:4d} positions: {m / n:6.1%}  [{lo:.1%}, {hi:.1%}]")
         return "\n".join(lines)
 
@@ -526,8 +470,7 @@ def score_mistakes(groups: dict[str, Sequence[Position]], moves: Sequence[int]) 
         raise ValueError(f"need one move per position, got {len(moves)} for {count}")
     counts, start = {}, 0
     for name, positions in groups.items():
-        chosen = moves[start : start + len(positions)]
-        start += len(positions)
+        chosen, start = moves[start : start + len(positions)], start + len(positions)
         mistakes = sum(not p.keeps_result(int(m)) for p, m in zip(positions, chosen, strict=True))
         counts[name] = (len(positions), mistakes)
     return MistakeRates(counts)
@@ -548,26 +491,19 @@ def mistake_rates(
     return score_mistakes(groups, agent_moves(game, agent, key, flat, batch_size, progress))
 
 
-# ----------------------------------------------------------------------------- Dots and Boxes
-#
-# What the rest of a Dots and Boxes game is worth depends only on which lines are drawn, so one
-# table over the 2^L sets of drawn lines (L lines numbered by action as in
-# games/dots_and_boxes.py, a set being the bits of its actions) holds v(S), the boxes the player
-# to move wins from here on minus the opponent's under perfect play: v(all lines) = 0 and, over
-# the undrawn lines l closing c(S, l) boxes,
-#
-#     v(S) = max_l  c(S, l) + v(S | l)   if c(S, l) > 0   (the mover moves again)
-#                   -v(S | l)            otherwise         (the opponent moves next).
+# Dots and Boxes: the rest of a game is worth what the drawn lines alone decide, so one table over
+# the 2^L sets S of drawn lines (a set: the bits of its actions, games/dots_and_boxes.py) holds
+# v(S), the mover's boxes from here on minus the opponent's under perfect play: v(every line) = 0
+# and, over the open lines l closing c(S, l) boxes, v(S) = max_l c(S, l) + v(S | l) where
+# c(S, l) > 0 (the mover moves again), else -v(S | l).
 
 MAX_LINES = 24  # 2^24 int8 values (16 MiB): 3x3 boxes, 2x4, 1x7 and anything smaller
 
 
 def closing_masks(rows: int, cols: int) -> np.ndarray:
-    """int64 [L, 2]: for each line, the other three sides of each box beside it, as line bits.
-
-    Drawing open line l into S closes box k exactly when `S & m == m` for m = [l, k]. A line
-    with one box has its own bit as the second mask, which an S without l never contains.
-    """
+    """int64 [L, 2]: per line, the other three sides of each box beside it, as line bits:
+    drawing open line l into S closes box k exactly when `S & m == m` for m = [l, k] (a line
+    beside one box has its own bit as the second mask, never in such an S)."""
     num_h = (rows + 1) * cols
     masks = np.zeros((num_h + rows * (cols + 1), 2), np.int64)
     count = np.zeros(len(masks), np.int64)
@@ -590,12 +526,13 @@ class DotsAndBoxesSolution:
     rows: int
     cols: int
     values: np.ndarray  # int8 [2^L]
+    masks: np.ndarray  # closing_masks(rows, cols)
 
     @classmethod
     def of(cls, rows: int, cols: int) -> DotsAndBoxesSolution:
-        """Retrograde analysis, one popcount layer at a time from the full set down, each as a
-        few numpy operations per line (3x3: 24 lines, 16 MiB, under 10 seconds on one core)."""
-        masks = closing_masks(rows, cols).astype(np.int32)
+        """Retrograde analysis, one popcount layer at a time from the full set down, a few
+        numpy operations per line (3x3: 24 lines, 16 MiB, under 10 seconds on one core)."""
+        masks = closing_masks(rows, cols)
         n = len(masks)
         if n > MAX_LINES:
             raise ValueError(
@@ -603,7 +540,7 @@ class DotsAndBoxesSolution:
             )
         values = np.zeros(1 << n, np.int8)
         sets = np.arange(1 << n, dtype=np.int32)
-        popcount = np.bitwise_count(sets).astype(np.int8)
+        popcount = np.bitwise_count(sets)
         for drawn in range(n - 1, -1, -1):
             layer = sets[popcount == drawn]
             best = np.full(len(layer), -128, np.int8)
@@ -612,14 +549,10 @@ class DotsAndBoxesSolution:
                 open_ = (layer & bit) == 0
                 s = layer[open_]
                 after = values[s | bit]
-                closed = sum(((s & m) == m).astype(np.int8) for m in masks[line])
+                closed = sum(((s & m) == m).astype(np.int8) for m in masks[line].astype(np.int32))
                 best[open_] = np.maximum(best[open_], np.where(closed > 0, closed + after, -after))
             values[layer] = best
-        return cls(rows, cols, values)
-
-    @functools.cached_property
-    def masks(self) -> np.ndarray:
-        return closing_masks(self.rows, self.cols)
+        return cls(rows, cols, values, masks)
 
     def closes(self, drawn: int, line: int) -> int:
         """Boxes that drawing open `line` into the set `drawn` closes (0, 1 or 2)."""
@@ -630,8 +563,6 @@ class DotsAndBoxesSolution:
         both; None for drawn lines. The best of them is `values[drawn]`."""
         out: list[int | None] = []
         for line in range(len(self.masks)):
-            bit = 1 << line
-            closed = self.closes(drawn, line)
-            after = int(self.values[drawn | bit])
-            out.append(None if drawn & bit else closed + after if closed else -after)
+            closed, after = self.closes(drawn, line), int(self.values[drawn | 1 << line])
+            out.append(None if drawn >> line & 1 else closed + after if closed else -after)
         return out
