@@ -251,19 +251,20 @@ def grid_picture(
     colours: tuple[str, str],
 ) -> Picture:
     """A plain picture of any signed board: a grid of cells, each non-empty one holding a disc
-    of its owner's colour with the count inside when above 1, the `last` cell outlined. Cell i
-    (row-major) is action i, clickable when legal, if the board has a cell per action or per
-    action but one (a pass); otherwise no move is drawn."""
+    of its owner's colour with the count inside when above 1, the `last` cell outlined, the
+    columns numbered from 1 below and the rows from 1 at the left. Cell i (row-major) is action
+    i, clickable when legal, if the board has a cell per action or per action but one (a pass);
+    otherwise no move is drawn."""
     board = np.asarray(board)
     board = board.reshape(1, -1) if board.ndim < 2 else board.reshape(board.shape[0], -1)
     rows, cols = board.shape
     clickable = rows * cols in (len(legal), len(legal) - 1)
-    m = margin(cell) / 2
+    m = margin(cell)  # room for the numbers
     shapes: list[Shape] = []
     for r in range(rows):
         for c in range(cols):
             i = r * cols + c
-            x, y = m + c * cell, m + r * cell
+            x, y = m + c * cell, m / 2 + r * cell
             edge, width = ("#e0a100", 3.0) if i == last and clickable else (INK, 1.5)
             shapes.append(Shape("rect", (x, y, cell, cell), "#f7f7f2", edge, width))
             v = int(board[r, c])
@@ -277,4 +278,11 @@ def grid_picture(
                 )
             if clickable and legal[i]:
                 shapes.append(Shape("rect", (x, y, cell, cell), "transparent", action=i))
-    return Picture(cols * cell + 2 * m, rows * cell + 2 * m, "#ffffff", tuple(shapes))
+    for c in range(cols):
+        at = (m + (c + 0.5) * cell, m / 2 + rows * cell + m / 2, m * 0.6)
+        shapes.append(Shape("text", at, INK, text=str(c + 1)))
+    for r in range(rows):
+        shapes.append(
+            Shape("text", (m / 2, m / 2 + (r + 0.5) * cell, m * 0.6), INK, text=str(r + 1))
+        )
+    return Picture(cols * cell + 1.5 * m, rows * cell + 1.5 * m, "#ffffff", tuple(shapes))

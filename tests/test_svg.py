@@ -164,12 +164,18 @@ def test_grid_picture_draws_any_signed_board_with_its_counts():
     board = np.array([[0, 1, -1], [3, -2, 0]])
     legal = np.array([True, False, False, False, False, True])
     picture = svg.grid_picture(board, legal, 4, 40.0, ("#111111", "#eeeeee"))
-    m = svg.margin(40.0) / 2
-    centre = {i: (m + (i % 3) * 40 + 20, m + (i // 3) * 40 + 20) for i in range(6)}
+    m = svg.margin(40.0)
+    centre = {i: (m + (i % 3) * 40 + 20, m / 2 + (i // 3) * 40 + 20) for i in range(6)}
     discs = {(s.geom[0], s.geom[1]): s.fill for s in picture.shapes if s.kind == "circle"}
     assert discs == {centre[i]: ("#111111", "#eeeeee")[i % 2 == 0] for i in (1, 2, 3, 4)}
     texts = {(s.geom[0], s.geom[1]): s.text for s in picture.shapes if s.kind == "text"}
-    assert texts == {centre[3]: "3", centre[4]: "2"}
+    assert {k: v for k, v in texts.items() if k in centre.values()} == {
+        centre[3]: "3",
+        centre[4]: "2",
+    }
+    below, left = m / 2 + 80 + m / 2, m / 2  # the coordinates: columns 1-3, rows 1-2
+    assert sorted(v for (x, y), v in texts.items() if y == below) == ["1", "2", "3"]
+    assert sorted(v for (x, y), v in texts.items() if x == left) == ["1", "2"]
     assert [s.action for s in picture.shapes if s.action is not None] == [0, 5]
     outlined = [s for s in picture.shapes if s.kind == "rect" and s.stroke == "#e0a100"]
     assert [(s.geom[0] + 20, s.geom[1] + 20) for s in outlined] == [centre[4]]
