@@ -80,7 +80,7 @@ def board_cells(page) -> list[str]:
     )
 
 
-def open_page(browser, server: str, width: int, height: int) -> tuple:
+def open_page(browser, server: str, width: int = 1100, height: int = 760) -> tuple:
     """The page at `server` in a `width` x `height` window, ready, and the list that collects
     its script errors."""
     page = browser.new_page(viewport={"width": width, "height": height})
@@ -91,66 +91,85 @@ def open_page(browser, server: str, width: int, height: int) -> tuple:
     return page, errors
 
 
-def test_play_tictactoe_by_clicking(browser, server, tmp_path):
-    page, errors = open_page(browser, server, 1100, 760)
-    page.select_option("#game", "tictactoe")
-    page.select_option("#opponent", "random")
+def start(page, game: str, opponent: str, wait: str = "#board svg .move") -> None:
+    """A new game of `game` against `opponent`, the person moving first."""
+    page.select_option("#game", game)
+    page.select_option("#opponent", opponent)
     page.select_option("#side", "0")
     page.click("#new")
-    page.wait_for_selector("#board svg .move")
+    page.wait_for_selector(wait, timeout=120_000)
+
+
+def watch(page, selector: str) -> None:
+    """Collect in `window.seen` every text `selector` shows, with whether the hint button is
+    disabled and the page busy at the time."""
+    page.evaluate(
+        """(selector) => {
+          window.seen = [];
+          const node = document.querySelector(selector);
+          new MutationObserver(() => window.seen.push([
+            node.textContent,
+            document.querySelector('#hint').disabled,
+            document.body.classList.contains('busy'),
+          ])).observe(node, {childList: true});
+        }""",
+        selector,
+    )
+
+
+def play_first_cell(page, ply: str) -> None:
+    page.locator("#board .move").first.click()
+    page.wait_for_function(
+        f"document.querySelector('#board').dataset.ply !== '{ply}'", timeout=120_000
+    )
+
+
+def test_play_tictactoe_by_clicking(browser, server, tmp_path):
+    page, errors = open_page(browser, server)
+    start(page, "tictactoe", "random")
     assert page.locator("#board .move").count() == 9
     assert page.text_content("#status") == "Your move (X)."
-
     for _ in range(5):
         if page.get_attribute("#board", "data-over") == "true":
             break
         before = board_cells(page)
-        ply = page.get_attribute("#board", "data-ply")
-        page.locator("#board .move").first.click()
-        page.wait_for_function(
-            f"document.querySelector('#board').dataset.ply !== '{ply}'", timeout=120_000
-        )
+        play_first_cell(page, page.get_attribute("#board", "data-ply"))
         after = board_cells(page)
         added = [i for i in range(9) if before[i] != after[i]]
         assert all(before[i] == "" for i in added), "a mark was overwritten"
         assert sorted(after[i] for i in added) in (["X"], ["O", "X"])  # mine, and the reply
         if page.get_attribute("#board", "data-over") != "true":
             assert len(added) == 2, "the agent did not answer"
-            moves = page.locator("#moves li").all_text_contents()
-            assert moves[-1].endswith("(agent)")
-
+            assert page.locator("#moves li").all_text_contents()[-1].endswith("(agent)")
     assert page.get_attribute("#board", "data-over") == "true"
-    result = page.locator("#result")
-    assert result.is_visible()
-    assert result.text_content() in ("You win!", "You lose.", "Draw.")
-    assert page.locator("#board .move").count() == 0
-    assert not errors, errors
+    assert page.locator("#result").is_visible()
+    assert page.locator("#result").text_content() in ("You win!", "You lose.", "Draw.")
+    assert page.locator("#board .move").count() == 0 and not errors, errors
     page.screenshot(path=str(tmp_path / "end.png"))
     assert (tmp_path / "end.png").stat().st_size > 1000
 
 
-def test_hint_says_it_is_thinking_and_who_answers(browser, server):
-    page, errors = open_page(browser, server, 1100, 760)
-    page.select_option("#game", "tictactoe")
-    page.select_option("#opponent", "random")
-    page.click("#new")
-    page.wait_for_selector("#board svg .move")
-    page.evaluate(  # every text the hint line shows, with the state of the page at the time
-        """() => {
-          window.seen = [];
-          new MutationObserver(() => window.seen.push([
-            document.querySelector('#hint-text').textContent,
-            document.querySelector('#hint').disabled,
-            document.body.classList.contains('busy'),
-          ])).observe(document.querySelector('#hint-text'), {childList: true});
-        }"""
-    )
+def test_the_page_says_what_it_waits_for(browser, server, monkeypatch):
+    """A hint says it is thinking and who answers; an opponent's first move on the server says
+    it compiles, the next that it thinks."""
+    from azjax.web import app
+
+    monkeypatch.setattr(app, "_READY", set())
+    page, errors = open_page(browser, server)
+    start(page, "tictactoe", "greedy")
+    watch(page, "#hint-text")
     page.click("#hint")
     page.wait_for_function("document.querySelector('#hint-text').textContent.startsWith('Hint')")
     seen = page.evaluate("window.seen")
     assert seen[0] == ["Thinking (pure MCTS with 200 simulations)…", True, True]
     assert seen[-1][0].startswith("Hint from pure MCTS with 200 simulations: try ")
-    assert not page.is_disabled("#hint") and not errors, errors
+    assert not page.is_disabled("#hint")
+    watch(page, "#status")
+    play_first_cell(page, "0")
+    assert page.evaluate("window.seen")[0][0].startswith("greedy is compiling")
+    play_first_cell(page, "2")  # compiled now: it only thinks
+    assert "greedy is thinking…" in [text for text, *_ in page.evaluate("window.seen")]
+    assert not errors, errors
 
 
 def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server):
@@ -168,38 +187,10 @@ def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server
     assert len(figures) > 2
     page.select_option("#opponent", "random")
     assert not page.is_visible("#agent-card")
-    page.select_option("#opponent", "zoo:connect4")
-    page.click("#new")
-    page.wait_for_selector("#board svg .move")
+    start(page, "connect4", "zoo:connect4")
     board, card = page.locator("#board").bounding_box(), page.locator("#agent-card").bounding_box()
     assert card["x"] >= board["x"] + board["width"]  # beside the board, not under it
     assert not errors, errors
-
-
-def test_the_first_move_of_an_opponent_says_it_is_compiling(browser, server, monkeypatch):
-    from azjax.web import app
-
-    monkeypatch.setattr(app, "_READY", set())
-    page, _ = open_page(browser, server, 1100, 760)
-    page.select_option("#game", "tictactoe")
-    page.select_option("#opponent", "greedy")
-    page.click("#new")
-    page.wait_for_selector("#board svg .move")
-    page.evaluate(
-        """() => {
-          window.seen = [];
-          const status = document.querySelector('#status');
-          new MutationObserver(() => window.seen.push(status.textContent))
-            .observe(status, {childList: true});
-        }"""
-    )
-    page.locator("#board .move").first.click()
-    page.wait_for_function("document.querySelector('#board').dataset.ply === '2'", timeout=120_000)
-    seen = page.evaluate("window.seen")
-    assert seen[0].startswith("greedy is compiling"), seen
-    page.locator("#board .move").first.click()  # compiled now: it only thinks
-    page.wait_for_function("document.querySelector('#board').dataset.ply === '4'", timeout=120_000)
-    assert "greedy is thinking…" in page.evaluate("window.seen"), page.evaluate("window.seen")
 
 
 @pytest.mark.parametrize(
@@ -216,26 +207,24 @@ def test_a_pgx_game_is_drawn_by_pgx_and_played_from_its_move_list(
 
     monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the test
     offer(name)
+    game = games.make(name)
     page, errors = open_page(browser, server, 1000, 700)
     page.select_option("#game", name)
     opponents = page.locator("#opponent option").all_text_contents()
     assert ("alphabeta:2" in opponents) == (name == "pgx:hex"), opponents  # none over dice
-    page.select_option("#opponent", "random")
-    page.select_option("#side", "0")
-    page.click("#new")
-    page.wait_for_selector("#move-menu, #buttons button", timeout=120_000)
+    start(page, name, "random", wait="#move-menu, #buttons button")
     assert page.locator(f'#board svg[aria-label="{name} board"]').count() == 1
     assert page.locator("#board .move").count() == 0
     if menu:
         labels = page.locator("#move-menu option").all_text_contents()
-        assert labels == [str(a) for a in range(121)]  # every cell; the swap comes later
-        page.select_option("#move-menu", "60")
+        assert labels == [game.format_action(a) for a in range(121)]  # every cell; no swap yet
+        page.select_option("#move-menu", index=60)
         page.click("#play-move")
-        chosen = "60"
+        chosen = labels[60]
     else:
         chosen = page.locator("#buttons button").first.text_content()
         page.locator("#buttons button").first.click()
     page.wait_for_function("document.querySelector('#board').dataset.ply !== '0'", timeout=120_000)
     moves = page.locator("#moves li").all_text_contents()
-    assert moves[0] == f"Player 1 {chosen}", moves
+    assert moves[0] == f"{game.players[0]} {chosen}", moves
     assert not errors, errors

@@ -1,13 +1,9 @@
-"""Multi-host on one machine: two JAX processes (2 fake CPU devices each, 4 in all) train
-Tic-Tac-Toe through `azjax-train` into one shared workdir, stop after a checkpoint, and a second
-pair resumes it; the result equals a single process training on 4 devices. That process is
-FOUR_DEVICES, which checks in one interpreter that training on 4 devices equals training on one
-and resumes on any device count.
-
-Each process joins the cluster the way a pod host does: `azjax.parallel.initialize_distributed`
-reads JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID. An audit hook in every
-process records the files it writes, so the test can tell which process wrote what. Beside
-it, which environments (SSH, SLURM, Open MPI, TPU) make `initialize_distributed` join a cluster.
+"""Multi-host on one machine: two JAX processes (2 fake CPU devices each, 4 in all) join through
+jax.distributed on 127.0.0.1 and train Tic-Tac-Toe through `azjax-train` into one workdir, stop
+on a SIGTERM after a checkpoint, and a second pair resumes it; the result equals one process
+training on 4 devices (FOUR_DEVICES, which also checks that 4 devices train like one and that a
+run resumes on any device count). An audit hook in each process records the files it writes.
+Beside them, which environments (SSH, SLURM, Open MPI, TPU) join a cluster.
 """
 
 from __future__ import annotations
@@ -15,146 +11,113 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import socket
 import subprocess
 import sys
 import time
-import warnings
 
 import jax
 import numpy as np
 import pytest
 from helpers import ROOT, TINY
-from test_train import TICTACTOE
 
 from azjax import parallel
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.cli import INTERRUPTED
-from azjax.metrics import read_metrics
+from azjax.runlog import read_metrics
 
-# The audit hook records every file opened for writing, removed or renamed; the list goes to
-# argv[1] (outside the workdir) when the run ends. Then the real entry point: azjax-train (where
-# STOP_AT_ITERATION is set, the process sends itself a SIGTERM as it saves that iteration).
+TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
+# Two iterations: stopped after the first and resumed, they must equal the two straight.
+OVERRIDES = [*TINY, "train.iterations=2", "checkpoint.keep=5"]
+TIMEOUT = 300  # seconds per phase; a healthy one takes under a minute on 2 busy cores
+
+# azjax-train, with every file opened for writing, removed or renamed listed in argv[1] as it
+# ends; where STOP_AT_ITERATION is set, the process sends itself a SIGTERM saving that iteration.
 CHILD = r"""
-import faulthandler
-import json
-import os
-import sys
-import time
+import faulthandler, json, os, signal, sys
 
 written = set()
-
 
 def audit(event, args):
     if event == "open" and not isinstance(args[0], int):
         path, mode, flags = args
-        writes = any(c in mode for c in "wax+") if mode else flags & (os.O_WRONLY | os.O_RDWR)
-        if writes:
+        if any(c in mode for c in "wax+") if mode else flags & (os.O_WRONLY | os.O_RDWR):
             written.add(os.path.abspath(os.fsdecode(path)))
     elif event in ("os.remove", "os.rename", "os.replace", "shutil.rmtree"):
         written.add(os.path.abspath(os.fsdecode(args[0])))
 
-
 sys.addaudithook(audit)
-if "STOP_AT_ITERATION" in os.environ:  # this process alone gets a SIGTERM while saving it
-    import signal
-
-    from azjax.checkpoint import Checkpointer
-
-    save = Checkpointer.save
-
-    def stop_while_saving(self, iteration, *args, **kwargs):
-        if iteration == int(os.environ["STOP_AT_ITERATION"]):
-            signal.raise_signal(signal.SIGTERM)
-        save(self, iteration, *args, **kwargs)
-
-    Checkpointer.save = stop_while_saving
+from azjax.checkpoint import Checkpointer
 from azjax.cli import train
 
+save = Checkpointer.save
+
+def stop_while_saving(self, iteration, *args, **kwargs):
+    if str(iteration) == os.environ.get("STOP_AT_ITERATION"):
+        signal.raise_signal(signal.SIGTERM)
+    save(self, iteration, *args, **kwargs)
 
 def finish(code):
     with open(sys.argv[1], "w") as f:
         json.dump(sorted(written), f)
-    print(f"main returned at {time.time():.1f}", file=sys.stderr, flush=True)
-    faulthandler.dump_traceback_later(30)  # a hang at exit shows its threads' stacks (stderr)
+    faulthandler.dump_traceback_later(30)  # a hang at exit shows its threads' stacks
     return code
 
-
+Checkpointer.save = stop_while_saving
 leave = train.leave  # how a process of a cluster ends, from inside azjax-train's main
 train.leave = lambda code: leave(finish(code))
 sys.exit(finish(train.main(sys.argv[2:])))
 """
 
-# Two iterations: a run stopped after iteration 1 and resumed must equal one that trains both
-# straight.
-OVERRIDES = [o for o in TINY if not o.startswith("train.iterations")]
-OVERRIDES += ["train.iterations=2", "checkpoint.keep=5"]
-TIMEOUT = 240  # seconds per phase; a healthy one takes under a minute on 2 busy cores
-SLOW_EXIT = 20  # seconds from `main` returning to the process exiting, before a warning
-
-
-# One interpreter with 4 devices: an iteration on the mesh, a train step equal on 1 and 4
-# devices, the sharded buffer, exact resume on 4, and resume on 2 and from 2. Its straight run
-# of two iterations (checkpoints 1 and 2 and straight.json in <workdir>/four) is the one
-# process that the two must equal.
+# One interpreter with 4 devices: the forced device count kept, odd sizes refused, an iteration
+# on the mesh, train steps equal on 1 and 4 devices, the sharded buffer, exact resume on 4, and
+# resume 4 -> 2 -> 4 devices (a checkpoint, a resumable model file). Its straight run of two
+# iterations (checkpoints and straight.json in <workdir>/four) is the one the pair must equal.
 FOUR_DEVICES = r"""
-import dataclasses
-import json
-import os
-import pathlib
-import sys
+import dataclasses, json, pathlib, sys
 
 import jax
 import numpy as np
 import optax
 from jax.sharding import PartitionSpec
 
-from azjax import export, parallel
+from azjax import export, parallel, resume
 from azjax.checkpoint import Checkpointer
 from azjax.config import load_config
-from azjax.replay import make_sampler
 from azjax.loss import make_train_step
+from azjax.replay import make_sampler
 from azjax.train import train_and_evaluate
-from azjax.trainer import make_trainer, restore, resume, starting_point, stopped_run
+from azjax.trainer import make_trainer
 
-jax.config.update("jax_compilation_cache_dir", os.environ["AZJAX_JAX_CACHE"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # as tests/conftest.py
+workdir, config = pathlib.Path(sys.argv[1]), load_config(sys.argv[2], sys.argv[3:])
+assert parallel.use_cpu_cores(config.split_sizes(), 3) is None  # XLA_FLAGS's count stays
 devices = jax.devices()
-workdir = pathlib.Path(sys.argv[1])
-config = load_config(sys.argv[2], sys.argv[3:])
-
-# Sizes the 4 devices cannot split evenly are refused, naming the key.
-for key in config.split_sizes():
+assert len(devices) == 4
+for key in config.split_sizes():  # sizes the 4 devices cannot split are refused, named
     section, field = key.split(".")
     odd = dataclasses.replace(getattr(config, section), **{field: 6})
     try:
         make_trainer(dataclasses.replace(config, **{section: odd}))
+        raise AssertionError(f"{key}=6 on 4 devices was accepted")
     except ValueError as err:
         assert f"{key}=6 must be a multiple of the number of devices (4)" in str(err), err
-    else:
-        raise AssertionError(f"{key}=6 on 4 devices was accepted")
 
-def raw(x):
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-        x = jax.random.key_data(x)
-    return np.asarray(x)
-
-def leaves_equal(a, b):
+def equal(a, b):
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(raw(x), raw(y))
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
-def positions(buffer):
-    # The stored positions as a sorted list of (value, policy, state) rows.
-    block = buffer.capacity // buffer.shards
-    rows = []
-    for s in range(buffer.shards):
-        for i in range(int(buffer.size[s])):
-            leaves = jax.tree.leaves(jax.tree.map(lambda x: x[s * block + i], buffer.stored))
-            rows.append(tuple(np.asarray(x).tobytes() for x in leaves))
-    return sorted(rows)
+def positions(buffer):  # the stored positions, sorted
+    block, leaves = buffer.capacity // buffer.shards, jax.tree.leaves(buffer.stored)
+    slots = [s * block + i for s in range(buffer.shards) for i in range(int(buffer.size[s]))]
+    return sorted(tuple(np.asarray(x[i]).tobytes() for x in leaves) for i in slots)
 
-# A whole iteration on the 4-device mesh: games split over devices, parameters replicated.
+def checkpoint(name, state):  # saved as iteration 1, the way the training loop saves it
+    with Checkpointer(workdir / name, 3) as checkpointer:
+        checkpointer.save(1, state.params, state.replace(params=None), config)
+    (workdir / name / "metrics.jsonl").write_text("")
+
 trainer = make_trainer(config)
 straight = trainer.init(jax.random.key(config.train.seed))
 games = straight.carry.states.current_player
@@ -162,173 +125,132 @@ assert games.sharding.spec == PartitionSpec("data") and len(games.sharding.devic
 assert straight.params["params"]["Dense_0"]["kernel"].sharding.is_fully_replicated
 straight, metrics = trainer.iterate(straight)
 assert bool(metrics["train/trained"]), metrics
-straight_metrics = [metrics]
+scalars = [{k: float(v) for k, v in metrics.items()}]
 
-# Two train steps on the same global batch with 1 and with 4 devices (SGD, so the parameter
-# change is proportional to the all-reduced gradient).
+# Two SGD steps on one global batch, on 1 and on 4 devices: the gradient is all-reduced.
 optimizer = optax.sgd(1e-2, momentum=0.9, nesterov=True)
 step = make_train_step(trainer.network, optimizer, config.optim)
-sample = jax.jit(make_sampler(trainer.game, 32))  # one program, not one per operation
+sample = jax.jit(make_sampler(trainer.game, 32))
 batch = jax.device_get(sample(straight.buffer, jax.random.key(1)))
 params = jax.device_get(straight.params)
 
-def two_steps(params, opt_state, batch):  # one program (a second call would trace again)
+def two_steps(params, opt_state, batch):
     params, opt_state, _ = step(params, opt_state, batch)
     return step(params, opt_state, batch)
 
-results = []
+found = []
 for mesh in (parallel.make_mesh(devices[:1]), parallel.make_mesh(devices)):
     rep, data = parallel.replicated(mesh), parallel.data_sharded(mesh)
     jitted = jax.jit(two_steps, in_shardings=(rep, rep, data), out_shardings=rep)
-    new_params, _, out = jitted(params, optimizer.init(params), batch)
-    results.append((jax.device_get(new_params), jax.device_get(out["loss"])))
-(one_device, loss1), (four_devices, loss4) = results
-np.testing.assert_allclose(loss1, loss4, rtol=1e-5)
-for a, b in zip(jax.tree.leaves(one_device), jax.tree.leaves(four_devices), strict=True):
+    found.append(jax.device_get(jitted(params, optimizer.init(params), batch)))
+(one, _, one_out), (four, _, four_out) = found
+np.testing.assert_allclose(one_out["loss"], four_out["loss"], rtol=1e-5)
+moved = 0.0
+for a, b, c in zip(*map(jax.tree.leaves, (one, four, params)), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-pairs = zip(jax.tree.leaves(one_device), jax.tree.leaves(params), strict=True)
-moved = max(float(np.abs(a - b).max()) for a, b in pairs)
+    moved = max(moved, float(np.abs(a - c).max()))
 assert moved > 1e-4, moved
 
-# Iteration 1 saved the way the training loop saves it, for the exact resume below.
-with Checkpointer(workdir / "four", 3) as checkpointer:
-    checkpointer.save(1, straight.params, straight.replace(params=None), config)
-(workdir / "four" / "metrics.jsonl").write_text("")
-
-# The buffer is split over the 4 devices: each holds a quarter of the slots.
+checkpoint("four", straight)
 straight, metrics = trainer.iterate(straight)
-straight_metrics.append(metrics)
-value = straight.buffer.stored.value
-assert value.sharding.spec == PartitionSpec("data"), value.sharding
+scalars.append({k: float(v) for k, v in metrics.items()})
+value = straight.buffer.stored.value  # a quarter of the slots on each device
+assert value.sharding.spec == PartitionSpec("data") and straight.buffer.shards == 4
 assert {s.data.shape for s in value.addressable_shards} == {(value.shape[0] // 4,)}
-assert straight.buffer.shards == 4 and min(straight.buffer.size.tolist()) > 0
+assert min(straight.buffer.size.tolist()) > 0
 
-# Exact resume on 4 devices: the training entry point resumes checkpoint 1 for the second
-# iteration, saves it, and that checkpoint restores the straight run's state.
-result = train_and_evaluate(config, workdir / "four", progress=False)
-assert result["iteration"] == 2, result
+# Exact resume on 4 devices: the entry point trains iteration 2 from checkpoint 1.
+assert train_and_evaluate(config, workdir / "four", progress=False)["iteration"] == 2
 with Checkpointer(workdir / "four", 3) as checkpointer:
-    iteration, resumed = restore(trainer, checkpointer)
+    iteration, resumed = resume.from_checkpoint(trainer, checkpointer)
 assert iteration == 2
-leaves_equal(resumed, straight)
-# The straight run (checkpoints 1 and 2 in "four") for tests/test_multihost.py: its metrics.
-scalars = [{k: float(v) for k, v in m.items()} for m in straight_metrics]
+equal(resumed, straight)
 (workdir / "four" / "straight.json").write_text(json.dumps(scalars))
 
-# 4 -> 2 devices: the buffer is dealt out to 2 shards, nothing lost; training goes on.
+# 4 -> 2 devices: the buffer dealt out to 2 shards, nothing lost.
 two = make_trainer(config, parallel.make_mesh(devices[:2]))
 with Checkpointer(workdir / "four", 3) as checkpointer:
-    iteration, moved = restore(two, checkpointer)
-assert moved.buffer.shards == 2 and positions(moved.buffer) == positions(straight.buffer)
-assert {s.data.shape for s in moved.buffer.stored.value.addressable_shards} == {
-    (value.shape[0] // 2,)
-}
-leaves_equal(moved.params, straight.params)
-moved, metrics = two.iterate(moved)
-assert bool(metrics["train/trained"]) and np.isfinite(float(metrics["train/loss"]))
+    _, moved = resume.from_checkpoint(two, checkpointer, step=1)
+with Checkpointer(workdir / "four", 3) as checkpointer:
+    _, halfway = resume.from_checkpoint(trainer, checkpointer, step=1)
+assert moved.buffer.shards == 2 and positions(moved.buffer) == positions(halfway.buffer)
+shards = moved.buffer.stored.value.addressable_shards
+assert {s.data.shape for s in shards} == {(value.shape[0] // 2,)}
+equal(moved.params, halfway.params)
 
-# 2 -> 4 devices through the training entry point: a 2-device checkpoint resumes here (filed
-# as iteration 1, so the run is the one above and reuses its compilation).
-with Checkpointer(workdir / "two", 3) as checkpointer:
-    checkpointer.save(1, moved.params, moved.replace(params=None), config)
-(workdir / "two" / "metrics.jsonl").write_text("")
+# 2 -> 4 devices: the 2-device checkpoint resumes through the entry point, and so does a
+# resumable model file of it, every position dealt to the 4 shards, its step and key carried.
+checkpoint("two", moved)
 result = train_and_evaluate(config, workdir / "two", progress=False)
 assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
-
-# A resumable model file of the 2-device checkpoint continues the run on 4 devices: every
-# position dealt to the 4 shards, the step and key carried; the entry point trains on from it.
 piece = workdir / "piece.azjax"
-export.export_run(workdir / "two", piece, 1, continuation=stopped_run(workdir / "two", 1, 10**6))
+snapshot = resume.run_snapshot(workdir / "two", 1, 10**6)
+export.export_run(workdir / "two", piece, 1, snapshot=snapshot)
 carried = dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=str(piece)))
-start, continuation, _ = starting_point(carried)
-continuing = make_trainer(carried)
-iteration, went_on = resume(continuing, continuing.init(jax.random.key(9), start), continuation)
+start, snapshot, _ = resume.start(carried)
+iteration, went_on = resume.from_snapshot(trainer, trainer.init(jax.random.key(9), start), snapshot)
 assert iteration == 1 and went_on.buffer.shards == 4
-assert went_on.buffer.stored.value.sharding.spec == PartitionSpec("data")
 assert positions(went_on.buffer) == positions(moved.buffer)
-leaves_equal((went_on.step, went_on.key), (moved.step, moved.key))
+equal((went_on.step, went_on.key), (moved.step, moved.key))
 result = train_and_evaluate(carried, workdir / "three", progress=False)
 assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
 print("OK")
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(devices: int, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("JAX_", "SLURM_", "OMPI_", "TPU_", "AZJAX_DISTRIBUTED"))
-    }
-    cache = os.environ.get("AZJAX_JAX_CACHE", str(ROOT / ".jax_cache"))
-    env.update(
-        XLA_FLAGS=f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}",
-        JAX_PLATFORMS="cpu",
-        AZJAX_JAX_CACHE=cache,
-        **extra,
-    )
-    return env
-
-
-def _ours(stdout: str) -> str:
-    """Stdout without the collectives library's connection notices ("[Gloo] Rank 3 is connected
-    to 3 peer ranks. ..."). Its threads write the pieces of a notice apart, so they interleave:
-    a rank number can land on a line of its own (seen once: "3"). azjax prints no bare number."""
-    lines = stdout.splitlines(True)
-    return "".join(
-        line
-        for line in lines
-        if not line.startswith("[Gloo]") and "peer ranks" not in line and not line.strip().isdigit()
-    )
+    """No cluster, `devices` CPU devices, the suite's compilation cache (tests/conftest.py)."""
+    cluster = ("JAX_", "SLURM_", "OMPI_", "TPU_", "AZJAX_DISTRIBUTED")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(cluster)}
+    flags = f"{os.environ['XLA_FLAGS']} --xla_force_host_platform_device_count={devices}"
+    cache = {"JAX_COMPILATION_CACHE_DIR": os.environ["AZJAX_JAX_CACHE"]}
+    cache["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    return {**env, **cache, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu", **extra}
 
 
 class Processes:
-    """Child processes started together, each `python -c SCRIPT ARGS...` in the repository with
-    its stdout and stderr in files under `tmp`; `wait(status)` checks they all exit with it."""
+    """`python -c SCRIPT ARGS...` processes started together in the repository, their stdout and
+    stderr in files under `tmp` ("{files}" in ARGS: the prefix of a process's own files)."""
 
-    def __init__(self, name: str, tmp: pathlib.Path, timeout: float = TIMEOUT) -> None:
-        self.name, self.tmp, self.timeout, self.procs = name, tmp, timeout, []
+    def __init__(self, tmp: pathlib.Path) -> None:
+        self.tmp, self.procs = tmp, []
 
     def start(self, script: str, args: list[str], env: dict[str, str]) -> None:
-        """One more process; "{files}" in `args` stands for the prefix of its files."""
-        base = self.tmp / f"{self.name}-{len(self.procs)}"
-        argv = [a.replace("{files}", str(base)) for a in args]
+        base = self.tmp / f"p{len(self.procs)}"
         with open(f"{base}.out", "w") as out, open(f"{base}.err", "w") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", script, *argv], cwd=ROOT, env=env, stdout=out, stderr=err
+            argv = [sys.executable, "-c", script, *(a.replace("{files}", str(base)) for a in args)]
+            self.procs.append(
+                (subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err), base)
             )
-        self.procs.append((proc, base))
 
-    def wait(self, status: int = 0) -> list[dict]:
-        """[{returncode, stdout, stderr, written}] of each process (written: the list CHILD
-        leaves in {files}.written.json); fails naming every process's output unless all exit
-        with `status` within `timeout` seconds."""
-        deadline, exited = time.monotonic() + self.timeout, {}
-        while len(exited) < len(self.procs) and time.monotonic() < deadline:
-            for i, (proc, _) in enumerate(self.procs):
-                if i not in exited and proc.poll() is not None:
-                    exited[i] = time.time()
-            time.sleep(0.05)
-        failed = any(proc.poll() != status for proc, _ in self.procs)
+    def wait(self, status: int = 0, timeout: float = TIMEOUT) -> list[dict]:
+        """[{stdout, stderr, written}] of each, once all exit with `status` (else fails, naming
+        every process's output); written: the files the CHILD script lists."""
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p, _ in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
         self.kill()
         results = []
         for proc, base in self.procs:
             written = pathlib.Path(f"{base}.written.json")
             results.append(
                 {
-                    "returncode": proc.returncode,
-                    "stdout": _ours(pathlib.Path(f"{base}.out").read_text()),
+                    "status": proc.returncode,
+                    "stdout": "".join(  # without the collectives library's interleaved notices
+                        line
+                        for line in pathlib.Path(f"{base}.out").read_text().splitlines(True)
+                        if not line.startswith("[Gloo]")
+                        and "peer ranks" not in line
+                        and not line.strip().isdigit()
+                    ),
                     "stderr": pathlib.Path(f"{base}.err").read_text(),
                     "written": json.loads(written.read_text()) if written.exists() else None,
                 }
             )
-        assert not failed, self.report(results)
-        _warn_slow_exits(self.name, results, exited)
+        report = "\n".join(
+            f"--- {r['status']}\n{r['stdout'][-3000:]}\n{r['stderr'][-6000:]}" for r in results
+        )
+        assert all(r["status"] == status for r in results), report
         return results
 
     def kill(self) -> None:
@@ -337,77 +259,141 @@ class Processes:
                 proc.kill()
                 proc.wait()
 
-    def report(self, results: list[dict]) -> str:
-        parts = [f"{self.name} failed (timeout {self.timeout} s):"]
-        for i, r in enumerate(results):
-            parts.append(f"--- process {i}: exit {r['returncode']}\nstdout:\n{r['stdout'][-3000:]}")
-            parts.append(f"stderr:\n{r['stderr'][-6000:]}")
-        return "\n".join(parts)
+
+@pytest.fixture
+def processes(tmp_path):
+    """`processes(name)`: a new group under tmp_path/name; all are killed at the end."""
+    made = []
+
+    def make(name: str) -> Processes:
+        (tmp_path / name).mkdir()
+        made.append(Processes(tmp_path / name))
+        return made[-1]
+
+    yield make
+    for group in made:
+        group.kill()
 
 
-def _warn_slow_exits(name: str, results: list[dict], exited: dict[int, float]) -> None:
-    """Warn (in the CI log) when a process exited long after its `main` returned: a hang at
-    interpreter exit (once seen: 150 s) that no failure would otherwise show."""
-    for i, r in enumerate(results):
-        returned = re.search(r"main returned at ([0-9.]+)", r["stderr"])
-        if returned and exited[i] - float(returned.group(1)) > SLOW_EXIT:
-            warnings.warn(
-                f"{name}: process {i} exited {exited[i] - float(returned.group(1)):.0f} s after "
-                f"its main returned; stderr tail:\n{r['stderr'][-8000:]}",
-                stacklevel=2,
-            )
-
-
-def start_pair(phase: Processes, workdir: pathlib.Path, stop_1_at: int | None = None) -> None:
-    """Two processes of one run; process 1 sends itself a SIGTERM saving iteration `stop_1_at`."""
-    address = f"127.0.0.1:{_free_port()}"
+def pair(group: Processes, workdir: pathlib.Path, stop_1_at: int | None = None) -> list[dict]:
+    """Two processes of one run, started; process 1 sends itself a SIGTERM as it saves
+    iteration `stop_1_at`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
     argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *OVERRIDES]
     for i in range(2):
-        env = _env(2, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i))
-        if i == 1 and stop_1_at is not None:
-            env["STOP_AT_ITERATION"] = str(stop_1_at)
-        phase.start(CHILD, ["{files}.written.json", *argv], env)
+        stop = {"STOP_AT_ITERATION": str(stop_1_at)} if i == 1 and stop_1_at else {}
+        cluster = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2"}
+        group.start(
+            CHILD,
+            ["{files}.written.json", *argv],
+            _env(2, **cluster, JAX_PROCESS_ID=str(i), **stop),
+        )
 
 
 def in_workdir(paths: list[str], workdir: pathlib.Path) -> set[str]:
-    """The paths under `workdir`, relative, with run-specific file names reduced to their kind."""
-    root, out = workdir.resolve(), set()
+    """The paths under `workdir`, relative; TensorBoard's files as "tensorboard/*"."""
+    root, rel = workdir.resolve(), set()
     for p in map(pathlib.Path, paths):
         if p.is_relative_to(root):
-            rel = p.relative_to(root)
-            out.add("tensorboard/*" if rel.parts[0] == "tensorboard" else rel.as_posix())
-    return out
+            r = p.relative_to(root)
+            rel.add("tensorboard/*" if r.parts[0] == "tensorboard" else r.as_posix())
+    return rel
 
 
-CLUSTER_ENV = {
-    "plain": ({}, None),
-    "ssh": (
-        {
-            "JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
-            "JAX_NUM_PROCESSES": "4",
-            "JAX_PROCESS_ID": "3",
-        },
-        ("10.0.0.1:1234", 4, 3),
-    ),
-    "salloc shell": ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, None),
-    "srun, 1 task": ({"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n1", "SLURM_NTASKS": "1"}, None),
-    "srun, 2 tasks": (
-        {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NTASKS": "2"},
-        (None, None, None),
-    ),
-    "mpirun -n 2": ({"OMPI_COMM_WORLD_SIZE": "2"}, (None, None, None)),
-    "gke tpu slice": ({"TPU_WORKER_HOSTNAMES": "t0,t1"}, (None, None, None)),
-    "tpu vm": ({"TPU_WORKER_HOSTNAMES": "t0"}, None),
-    "forced": ({"AZJAX_DISTRIBUTED": "1"}, (None, None, None)),
-    "skipped": ({"AZJAX_DISTRIBUTED": "0", "JAX_COORDINATOR_ADDRESS": "h:1"}, None),
-}
+def test_two_processes_train_resume_and_match_one_process(tmp_path, processes):
+    one = processes("four")  # the reference, meanwhile: one process, 4 devices, two iterations
+    one.start(FOUR_DEVICES, [str(tmp_path), str(TICTACTOE), *OVERRIDES], _env(4))
+    workdir = tmp_path / "pod"
+    workdir.mkdir()
+
+    # A workdir in use: process 0 alone takes its lock, and every process stops with the reason
+    # (none waits forever for process 0 at the first collective).
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}  # alive
+    (workdir / "azjax.lock").write_text(json.dumps(holder))
+    busy = processes("busy")
+    pair(busy, workdir)
+    p0, p1 = busy.wait(1)
+    assert f"is in use by another run (process {os.getpid()}" in p0["stderr"], p0["stderr"]
+    assert f"process 0 could not lock workdir {workdir}" in p1["stderr"], p1["stderr"]
+    assert json.loads((workdir / "azjax.lock").read_text()) == holder  # left alone
+    (workdir / "azjax.lock").unlink()
+
+    # Iteration 1; a SIGTERM reaches process 1 alone as they save it: both stop once it is saved.
+    first = processes("first")
+    pair(first, workdir, stop_1_at=1)
+    p0, p1 = first.wait(INTERRUPTED)
+    assert "2 process(es)" in p0["stdout"] and "4 cpu device(s)" in p0["stdout"], p0["stdout"]
+    assert "interrupted at iteration 1; checkpoint saved" in p0["stdout"], p0["stdout"]
+    assert "process(es)" not in p1["stdout"], p1["stdout"]  # the banner: process 0 only
+    assert list_steps(workdir) == [1] and not (workdir / "azjax.lock").exists()
+    # Only process 0 writes the run's files; process 1 writes its shards of the checkpoint.
+    mine = {"azjax.lock", "config.yaml", "metrics.jsonl", "tensorboard/*"}
+    assert mine <= in_workdir(p0["written"], workdir), p0["written"]
+    others = in_workdir(p1["written"], workdir)
+    assert all(p.startswith("checkpoints/") for p in others), p1["written"]
+    assert any("process_1" in p for p in others), p1["written"]
+
+    # A new pair resumes from checkpoint 1 and trains iteration 2.
+    second = processes("second")
+    pair(second, workdir)
+    q0, q1 = second.wait()
+    assert q0["stdout"].count(f"resuming from iteration 1 in {workdir}") == 1, q0["stdout"]
+    assert "done: 1 iterations" in q0["stdout"] and "resumed at iteration 1" in q0["stdout"]
+    assert q1["stdout"].strip() == "", q1["stdout"]  # the banner and summary: process 0 only
+    assert all(p.startswith("checkpoints/") for p in in_workdir(q1["written"], workdir))
+    records = read_metrics(workdir / "metrics.jsonl")
+    assert [r["iteration"] for r in records] == [1, 2], records  # no line twice
+    assert [r["train/step"] for r in records] == [4, 8]  # iteration 2 continued the count
+    assert len(list((workdir / "tensorboard").iterdir())) == 2  # one event file per phase
+    assert (workdir / "config.yaml").read_text().count("iterations: 2") == 1
+
+    # The same run as one process on 4 devices: the same losses and parameters (not bit for
+    # bit: the all-reduce across processes may add in another order, ~1e-7 apart).
+    assert "OK" in one.wait(timeout=900)[0]["stdout"]
+    single = tmp_path / "four"
+    expected = json.loads((single / "straight.json").read_text())
+    for got, want in zip(records, expected, strict=True):
+        for key in ("train/loss", "train/policy_loss", "train/value_loss", "replay/size"):
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
+    trees = [load_for_inference(str(run), step=s)[1] for s in (2, 1) for run in (workdir, single)]
+    moved = 0.0
+    for a, b, c, d in zip(*map(jax.tree.leaves, trees), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(c), np.asarray(d), rtol=1e-5, atol=1e-6)
+        moved = max(moved, float(np.abs(np.asarray(b) - np.asarray(d)).max()))
+    assert moved > 1e-3, moved  # iteration 2 changed the parameters far beyond the tolerance
 
 
-@pytest.mark.parametrize("case", CLUSTER_ENV)
-def test_initialize_distributed_reads_the_environment(case, monkeypatch):
+JAX_DECIDES = (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("env", "joins"),
+    [
+        ({}, None),
+        (
+            {"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"},
+            ("h:1", 4, 3),
+        ),
+        ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, None),  # salloc's shell
+        ({"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n1", "SLURM_NTASKS": "1"}, None),
+        ({"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NTASKS": "2"}, JAX_DECIDES),
+        ({"OMPI_COMM_WORLD_SIZE": "2"}, JAX_DECIDES),  # mpirun -n 2
+        ({"TPU_WORKER_HOSTNAMES": "t0,t1"}, JAX_DECIDES),  # a GKE TPU slice
+        ({"TPU_WORKER_HOSTNAMES": "t0"}, None),  # a TPU VM
+        ({"AZJAX_DISTRIBUTED": "1"}, JAX_DECIDES),
+        ({"AZJAX_DISTRIBUTED": "0", "JAX_COORDINATOR_ADDRESS": "h:1"}, None),
+        (
+            {"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "two"},
+            "'two' must be an integer",
+        ),
+    ],
+)
+def test_initialize_distributed_reads_the_environment(env, joins, monkeypatch):
     """Which environments join a cluster, and with what: JAX itself reads only
-    JAX_COORDINATOR_ADDRESS, so the process count and id must be passed on."""
-    env, expected = CLUSTER_ENV[case]
+    JAX_COORDINATOR_ADDRESS, so the process count and id are passed on."""
     for key in list(os.environ):
         if key.startswith(("JAX_", "SLURM_", "OMPI_", "TPU_", "AZJAX_DISTRIBUTED")):
             monkeypatch.delenv(key)
@@ -419,129 +405,9 @@ def test_initialize_distributed_reads_the_environment(case, monkeypatch):
         calls.append((coordinator_address, num_processes, process_id))
 
     monkeypatch.setattr(jax.distributed, "initialize", initialize)
-    assert parallel.initialize_distributed() == (expected is not None)
-    assert calls == ([] if expected is None else [expected])
-
-
-def test_initialize_distributed_names_a_bad_variable(monkeypatch):
-    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "h:1")
-    monkeypatch.setenv("JAX_NUM_PROCESSES", "two")
-    monkeypatch.delenv("AZJAX_DISTRIBUTED", raising=False)
-    monkeypatch.setattr(jax.distributed, "initialize", lambda *a, **k: None)
-    with pytest.raises(ValueError, match="JAX_NUM_PROCESSES='two' must be an integer"):
-        parallel.initialize_distributed()
-
-
-@pytest.fixture(scope="module")
-def one_process(tmp_path_factory):
-    """FOUR_DEVICES, started once for the module (beside the pairs of processes); calling this
-    waits for its checks and gives the workdir of its straight run."""
-    tmp = tmp_path_factory.mktemp("one_process")
-    process = Processes("four_devices", tmp, timeout=900)
-    process.start(FOUR_DEVICES, [str(tmp), str(TICTACTOE), *OVERRIDES], _env(4))
-
-    def wait() -> pathlib.Path:
-        (result,) = process.wait()
-        assert "OK" in result["stdout"], process.report([result])
-        return tmp / "four"
-
-    yield wait
-    process.kill()
-
-
-@pytest.fixture
-def phases(tmp_path):
-    """`phases(name)` makes the Processes of a phase; those still running at the end are killed."""
-    made = []
-
-    def make(name: str) -> Processes:
-        made.append(Processes(name, tmp_path))
-        return made[-1]
-
-    yield make
-    for phase in made:
-        phase.kill()
-
-
-@pytest.mark.xdist_group("multihost")  # one FOUR_DEVICES run serves both tests
-def test_two_processes_train_resume_and_match_one_process(tmp_path, phases, one_process):
-    workdir = tmp_path / "pod"
-
-    # Phase 1: two processes train iteration 1; a SIGTERM reaches process 1 alone as they save
-    # it, and both stop once it is saved. Meanwhile one process with 4 devices trains both
-    # iterations straight (the reference, `one_process`).
-    first = phases("first")
-    start_pair(first, workdir, stop_1_at=1)
-    p0, p1 = first.wait(INTERRUPTED)
-    assert "2 process(es)" in p0["stdout"] and "4 cpu device(s)" in p0["stdout"], p0["stdout"]
-    assert "interrupted at iteration 1; checkpoint saved" in p0["stdout"], p0["stdout"]
-    assert "process(es)" not in p1["stdout"], p1["stdout"]  # the banner: process 0 only
-    assert list_steps(workdir) == [1]
-    assert [r["iteration"] for r in read_metrics(workdir / "metrics.jsonl")] == [1]
-
-    # Only process 0 writes the run's files: the lock, config.yaml, metrics.jsonl, TensorBoard.
-    # Process 1 writes nothing in the workdir outside the checkpoint (its shards of the games
-    # in flight and of the replay buffer go there).
-    mine = {"azjax.lock", "config.yaml", "metrics.jsonl", "tensorboard/*"}
-    assert mine <= in_workdir(p0["written"], workdir), p0["written"]
-    others = {p for p in in_workdir(p1["written"], workdir) if not p.startswith("checkpoints/")}
-    assert not others, p1["written"]
-    assert any("process_1" in p for p in in_workdir(p1["written"], workdir)), p1["written"]
-    assert not (workdir / "azjax.lock").exists()  # released at the end
-
-    # Phase 2: a new pair resumes from checkpoint 1 and trains iteration 2.
-    second = phases("second")
-    start_pair(second, workdir)
-    q0, q1 = second.wait()
-    assert q0["stdout"].count(f"resuming from iteration 1 in {workdir}") == 1, q0["stdout"]
-    assert "done: 1 iterations" in q0["stdout"] and "resumed at iteration 1" in q0["stdout"]
-    assert q1["stdout"].strip() == "", q1["stdout"]  # the banner and summary: process 0 only
-    others = {p for p in in_workdir(q1["written"], workdir) if not p.startswith("checkpoints/")}
-    assert not others, q1["written"]
-    assert mine <= in_workdir(q0["written"], workdir), q0["written"]
-    assert list_steps(workdir) == [1, 2]
-    records = read_metrics(workdir / "metrics.jsonl")
-    assert [r["iteration"] for r in records] == [1, 2], records  # no line twice
-    assert [r["train/step"] for r in records] == [4, 8]  # iteration 2 continued the count
-    assert len(list((workdir / "tensorboard").iterdir())) == 2  # one event file per phase
-    assert (workdir / "config.yaml").read_text().count("iterations: 2") == 1
-
-    # The same run as one process on 4 devices: the same losses and parameters.
-    single = one_process()
-    expected = json.loads((single / "straight.json").read_text())
-    for got, want in zip(records, expected, strict=True):
-        for key in ("train/loss", "train/policy_loss", "train/value_loss", "replay/size"):
-            np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
-    # Not bit-identical: the cross-process all-reduce may add in another order (~1e-7 apart).
-    _, pod_params = load_for_inference(str(workdir))
-    _, single_params = load_for_inference(str(single))
-    _, pod_halfway = load_for_inference(str(workdir), step=1)
-    _, halfway = load_for_inference(str(single), step=1)
-    assert jax.tree.structure(pod_params) == jax.tree.structure(single_params)
-    trees = (pod_params, single_params, pod_halfway, halfway)
-    moved = 0.0
-    for a, b, c, d in zip(*map(jax.tree.leaves, trees), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(np.asarray(c), np.asarray(d), rtol=1e-5, atol=1e-6)
-        moved = max(moved, float(np.abs(np.asarray(b) - np.asarray(d)).max()))
-    assert moved > 1e-3, moved  # iteration 2 changed the parameters far beyond the tolerance
-
-
-@pytest.mark.xdist_group("multihost")
-def test_four_devices_train_like_one_and_resume_on_any_device_count(one_process):
-    one_process()  # FOUR_DEVICES's own checks
-
-
-def test_a_busy_workdir_stops_every_process(tmp_path, phases):
-    """Process 0 alone takes the workdir lock; when another run holds it, every process stops
-    with the reason (none waits forever for process 0 at the first collective)."""
-    workdir = tmp_path / "busy"
-    workdir.mkdir()
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}  # alive
-    (workdir / "azjax.lock").write_text(json.dumps(holder))
-    busy = phases("busy")
-    start_pair(busy, workdir)
-    p0, p1 = busy.wait(1)
-    assert f"is in use by another run (process {os.getpid()}" in p0["stderr"], p0["stderr"]
-    assert f"process 0 could not lock workdir {workdir}" in p1["stderr"], p1["stderr"]
-    assert json.loads((workdir / "azjax.lock").read_text()) == holder  # left alone
+    if isinstance(joins, str):
+        with pytest.raises(ValueError, match=joins):
+            parallel.initialize_distributed()
+    else:
+        assert parallel.initialize_distributed() == (joins is not None)
+        assert calls == ([] if joins is None else [joins])

@@ -17,10 +17,10 @@ import urllib.request
 import xml.etree.ElementTree as ET
 
 import jax
-import jax.numpy as jnp
 import pytest
 from helpers import ROOT, write_tiny_run
 from starlette.testclient import TestClient
+from test_play import tictactoe_outcome
 
 import games
 from azjax import session
@@ -28,19 +28,10 @@ from azjax.cli import serve
 from azjax.web import app
 from azjax.web.app import MAX_BODY, create_app
 
-LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
 
-
-def outcome(moves: list[str]) -> str | None:
-    """Plain Tic-Tac-Toe rules over cells 1-9: "X", "O", "draw" or None (not over)."""
-    board = [""] * 9
-    for i, move in enumerate(moves):
-        assert board[int(move) - 1] == "", f"move {i + 1} on an occupied cell"
-        board[int(move) - 1] = "XO"[i % 2]
-    for a, b, c in LINES:
-        if board[a] and board[a] == board[b] == board[c]:
-            return board[a]
-    return "draw" if all(board) else None
+def move(client, view: dict, action: int):
+    """The answer to playing `action` in the game of `view`, at its ply."""
+    return client.post(f"/api/games/{view['id']}/move", json={"action": action, "ply": view["ply"]})
 
 
 def clickable(view: dict) -> list[int]:
@@ -70,10 +61,6 @@ def new_game(client, **body):
     return response.json()
 
 
-def post(client, path, body):
-    return client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
-
-
 def test_page_static_files_and_options(client, runs):
     page = client.get("/")
     assert page.status_code == 200 and '<select id="game">' in page.text
@@ -94,9 +81,7 @@ def test_whole_games_as_either_player(client):
     assert view["ply"] == 0 and view["to_move"] == 0 and clickable(view) == list(range(9))
     while not view["over"]:
         action = clickable(view)[-1]
-        response = post(
-            client, f"/api/games/{view['id']}/move", {"action": action, "ply": view["ply"]}
-        )
+        response = move(client, view, action)
         assert response.status_code == 200, response.text
         previous, view = view, response.json()
         new = view["new"]
@@ -104,7 +89,7 @@ def test_whole_games_as_either_player(client):
         assert [p["by"] for p in new[1:]] == ["agent"] * (len(new) - 1) and len(new) <= 2
         assert view["ply"] == previous["ply"] + len(new)
         assert all(len(p["frames"]) == 1 and p["frames"][0].startswith("<svg") for p in new)
-    winner = outcome([m["notation"] for m in view["moves"]])
+    winner = tictactoe_outcome([m["notation"] for m in view["moves"]])
     assert view["result"] == {"X": "win", "O": "loss", "draw": "draw"}[winner]
     assert clickable(view) == [] and view["to_move"] is None and view["legal"] == []
     shown = client.get(f"/api/games/{view['id']}").json()
@@ -165,7 +150,7 @@ def test_oversized_bodies_unknown_ids_and_routes(client):
         response = client.post("/api/games", content=small, headers=headers)
         assert response.status_code == status and said in response.json()["error"]
     for path in ("", "/move", "/undo", "/hint"):
-        response = post(client, f"/api/games/feedbeef{path}", {"ply": 0})
+        response = client.post(f"/api/games/feedbeef{path}", json={"ply": 0})
         if not path:
             response = client.get("/api/games/feedbeef")
         assert response.status_code == 404
@@ -178,36 +163,34 @@ def test_oversized_bodies_unknown_ids_and_routes(client):
 def test_bad_moves_stale_requests_and_finished_games(client):
     view = new_game(client, human=0, seed=1)
     url = f"/api/games/{view['id']}"
-    assert post(client, f"{url}/move", {"action": 4}).status_code == 400  # no ply
-    bad = post(client, f"{url}/move", {"action": "5", "ply": 0})
+    assert client.post(f"{url}/move", json={"action": 4}).status_code == 400  # no ply
+    bad = client.post(f"{url}/move", json={"action": "5", "ply": 0})
     assert bad.status_code == 400 and "'action' must be int" in bad.json()["error"]
-    error = post(client, f"{url}/move", {"action": 9, "ply": 0}).json()["error"]
+    error = client.post(f"{url}/move", json={"action": 9, "ply": 0}).json()["error"]
     assert error.startswith("action 9 is not legal here; legal actions"), error
     assert re.findall(r"(\d+) \((\d+)\)", error) == [(str(a), str(a + 1)) for a in range(9)]
-    assert post(client, f"{url}/undo", {"ply": 0}).status_code == 409  # nothing to undo
-    view = post(client, f"{url}/move", {"action": 4, "ply": 0}).json()
-    taken = post(client, f"{url}/move", {"action": 4, "ply": view["ply"]})
+    assert client.post(f"{url}/undo", json={"ply": 0}).status_code == 409  # nothing to undo
+    view = client.post(f"{url}/move", json={"action": 4, "ply": 0}).json()
+    taken = client.post(f"{url}/move", json={"action": 4, "ply": view["ply"]})
     assert taken.status_code == 400 and "action 4 is not legal here" in taken.json()["error"]
-    stale = post(client, f"{url}/move", {"action": 0, "ply": 0})
+    stale = client.post(f"{url}/move", json={"action": 0, "ply": 0})
     assert stale.status_code == 409 and "stale" in stale.json()["error"]
-    assert post(client, f"{url}/hint", {"ply": 0}).status_code == 409
-    undone = post(client, f"{url}/undo", {"ply": view["ply"]}).json()
+    assert client.post(f"{url}/hint", json={"ply": 0}).status_code == 409
+    undone = client.post(f"{url}/undo", json={"ply": view["ply"]}).json()
     assert undone["ply"] == 0 and undone["moves"] == [] and clickable(undone) == list(range(9))
     view = undone
     while not view["over"]:
-        view = post(
-            client, f"{url}/move", {"action": clickable(view)[0], "ply": view["ply"]}
-        ).json()
-    over = post(client, f"{url}/move", {"action": 0, "ply": view["ply"]})
+        view = move(client, view, clickable(view)[0]).json()
+    over = client.post(f"{url}/move", json={"action": 0, "ply": view["ply"]})
     assert over.status_code == 409 and "over" in over.json()["error"]
-    assert post(client, f"{url}/hint", {"ply": view["ply"]}).status_code == 409
+    assert client.post(f"{url}/hint", json={"ply": view["ply"]}).status_code == 409
 
 
 def test_games_are_independent_and_the_least_recently_used_expire(client):
     views = [new_game(client, human=0, seed=s) for s in range(4)]
 
     def first_move(i: int) -> dict:
-        return post(client, f"/api/games/{views[i]['id']}/move", {"action": i, "ply": 0}).json()
+        return client.post(f"/api/games/{views[i]['id']}/move", json={"action": i, "ply": 0}).json()
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         after = list(pool.map(first_move, range(4)))
@@ -235,12 +218,12 @@ def test_checkpoint_opponents_and_their_analysis(runs):
             assert {m["move"] for m in first["moves"]} <= {str(c) for c in range(1, 10)}
             assert sum(m["share"] for m in first["moves"]) <= 1.0 + 1e-6
             url = f"/api/games/{view['id']}"
-            hint = post(c, f"{url}/hint", {"ply": 1}).json()
+            hint = c.post(f"{url}/hint", json={"ply": 1}).json()
             assert hint["source"] == view["analyst"] and -1 <= hint["value"] <= 1
             assert {m["move"] for m in hint["moves"]} <= set(view["legal"])
-            moved = post(c, f"{url}/move", {"action": clickable(view)[0], "ply": 1}).json()
+            moved = c.post(f"{url}/move", json={"action": clickable(view)[0], "ply": 1}).json()
             assert moved["analysis"]["played"] == moved["moves"][-1]["notation"]
-            undone = post(c, f"{url}/undo", {"ply": moved["ply"]}).json()
+            undone = c.post(f"{url}/undo", json={"ply": moved["ply"]}).json()
             assert undone["ply"] == 1 and undone["analysis"] == first  # shown again
             assert c.get(url).json()["analysis"] == first
         older = c.post("/api/games", json={"game": "tictactoe", "opponent": f"policy:{path}@1"})
@@ -258,9 +241,7 @@ def test_chain_reaction_explosions_come_level_by_level(client):
             break
         mine = [a for a in clickable(view) if a in (0, 2, 6, 8)] or clickable(view)  # corners
         before = view["moves"]
-        view = post(
-            client, f"/api/games/{view['id']}/move", {"action": mine[0], "ply": view["ply"]}
-        ).json()
+        view = move(client, view, mine[0]).json()
         state = game.init(jax.random.key(0))
         for m in [*before, *view["new"]]:
             action = game.parse_action(m["notation"], state)
@@ -271,19 +252,6 @@ def test_chain_reaction_explosions_come_level_by_level(client):
                 exploded |= len(levels) > 1
             state = game.checked_step(state, action)
     assert exploded
-
-
-def test_moves_without_a_place_on_the_board_become_buttons():
-    game = games.make("othello", size=6)
-    played = session.Session(game, "random", 0, seed=0)
-    opening = app.view("g", app.BrowserGame(played, {"size": 6}), 0, analyse=False)
-    assert opening["buttons"] == []  # every legal move has its square
-    assert clickable(opening) == game.legal_actions(played.state)
-    only_pass = jnp.zeros(game.num_actions, bool).at[game.num_actions - 1].set(True)
-    played.states[-1] = played.state.replace(legal_action_mask=only_pass)
-    shown = app.view("g", app.BrowserGame(played, {"size": 6}), 0, analyse=False)
-    assert shown["buttons"] == [{"action": game.num_actions - 1, "label": "pass"}]
-    assert clickable(shown) == [] and shown["legal"] == ["pass"]
 
 
 def test_command_line_server_answers_at_the_printed_address(runs):
@@ -325,40 +293,30 @@ def test_command_line_server_names_a_busy_port():
 def test_memory_stays_flat_under_load():
     """100 new games and 400 moves against random (Tic-Tac-Toe, Chain Reaction 3x3, Othello 6x6
     in turn), after a warm-up that compiles everything and fills the game store."""
+    status = pathlib.Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("no /proc/self/status: resident memory is read on Linux only")
     kinds = [
         ("tictactoe", {}),
         ("chain_reaction", {"rows": 3, "cols": 3}),
         ("othello", {"size": 6}),
     ]
 
-    def load(client: TestClient, n_games: int, n_moves: int, seed: int) -> int:
+    def load(client: TestClient, n_games: int, n_moves: int, seed: int) -> float:
+        """The resident memory in MB after the games."""
         moves = 0
         for i in range(n_games):
             name, kwargs = kinds[i % len(kinds)]
             view = new_game(client, game=name, kwargs=kwargs, seed=seed + i)
             while not view["over"] and moves < n_moves * (i + 1) // n_games:
                 action = (clickable(view) or [b["action"] for b in view["buttons"]])[0]
-                response = post(
-                    client, f"/api/games/{view['id']}/move", {"action": action, "ply": view["ply"]}
-                )
-                assert response.status_code == 200, response.text
-                view, moves = response.json(), moves + 1
-        return moves
-
-    status = pathlib.Path("/proc/self/status")
-    if not status.exists():
-        pytest.skip("no /proc/self/status: resident memory is read on Linux only")
-
-    def rss_mb() -> float:
+                view, moves = move(client, view, action).json(), moves + 1
         gc.collect()
-        line = next(x for x in status.read_text().splitlines() if x.startswith("VmRSS:"))
-        return int(line.split()[1]) / 1024
+        return int(re.search(r"VmRSS:\s+(\d+)", status.read_text()).group(1)) / 1024
 
     with TestClient(create_app(None, analyse=False, max_games=32)) as client:
-        load(client, 40, 120, seed=10**6)
-        before = rss_mb()
-        assert load(client, 100, 400, seed=0) >= 350  # a few games end before their share
-        growth = rss_mb() - before
+        before = load(client, 40, 120, seed=10**6)
+        growth = load(client, 100, 400, seed=0) - before
     assert growth < 30, f"resident memory grew by {growth:.0f} MB"
 
 
@@ -407,7 +365,7 @@ def test_serve_offers_more_games_on_request(runs, monkeypatch):
         listed = {g["name"] for g in c.get("/api/options").json()["games"]}
         assert {"pgx:tic_tac_toe", "tictactoe"} <= listed
         view = new_game(c, game="pgx:tic_tac_toe", human=0, seed=1)
-        moved = post(c, f"/api/games/{view['id']}/move", {"action": 4, "ply": view["ply"]})
+        moved = c.post(f"/api/games/{view['id']}/move", json={"action": 4, "ply": view["ply"]})
         assert moved.status_code == 200 and moved.json()["ply"] == 2, moved.text  # and a reply
     with pytest.raises(ValueError, match="unknown game 'nope'"):
         serve.offer("nope")
@@ -419,14 +377,11 @@ def test_zoo_models_are_labelled_by_a_figure_of_how_they_play_by_default(client)
     connect4 = next(m for m in zoo if m["name"] == "connect4")
     assert connect4["label"] == "solver best move 88%"  # the first figure on its card
     assert connect4["strength"].startswith("solver best move 88.3%, result kept 98.3%, Pons ")
-    strength = {  # as cards key them: not its raw policy's figure, nor other simulations'
+    strength = {  # not the raw policy's figure, nor other simulations'
         "policy-zoo:m vs alphabeta:4": {"agent": "policy-zoo:m", "score": 0.2},
         "zoo:m:512 vs alphabeta:4": {"agent": "zoo:m:512", "score": 0.95},
-        "zoo:m on the solver positions": {"agent": "zoo:m", "best_move": 0.8},
         "zoo:m vs mcts:100, 2 random opening plies": {"agent": "zoo:m", "score": 0.9},
     }
-    assert app.headline_figure({"name": "m", "strength": strength}) == "solver best move 80%"
-    del strength["zoo:m on the solver positions"]
     assert app.headline_figure({"name": "m", "strength": strength}) == "90% vs mcts:100"
     assert app.headline_figure({"name": "m", "strength": {}}) == ""
 

@@ -1,6 +1,6 @@
 """The model zoo (azjax.zoo) and its agent specs, through every door: `azjax-eval` (matches,
-`--zoo`), `azjax-play`, the browser server and `scripts/replay.py` (the shipped models' exact
-moves: tests/test_model.py).
+`--zoo`), `azjax-play`, the browser server and `scripts/replay.py` (zoo specs and the shipped
+models' exact moves: tests/test_model.py).
 
 A tiny Tic-Tac-Toe model exported in the test stands in for the shipped models; the zoo is
 pointed at it with AZJAX_ZOO_DIR.
@@ -21,7 +21,7 @@ from helpers import load_script, write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, arena, export, model, session, zoo
+from azjax import arena, export, model, session, zoo
 from azjax.card import make_card
 from azjax.cli import evaluate, play
 from azjax.cli.export import main as export_main
@@ -88,27 +88,6 @@ def test_the_shipped_zoo_fits_and_names_its_games(monkeypatch):
                 counts = (f["wins"], f["draws"], f["losses"], (0, 0, 0), (0, 0, 0))
                 r = arena.MatchResult(*counts, distinct=f["distinct_games"])
                 assert f["ci95"] == pytest.approx(list(r.interval)), (name, key)
-
-
-def test_zoo_specs_parse_make_and_refuse():
-    assert agents.parse_spec("zoo:c4:50") == agents.Spec("zoo", number=50, model="c4")
-    assert agents.parse_spec("policy-zoo:c4") == agents.Spec("policy-zoo", model="c4")
-    for bad, message in [
-        ("zoo:", "zoo needs a zoo model NAME"),
-        ("zoo:a/b", "zoo needs a zoo model NAME"),
-        ("zoo:c4:0", "zoo needs a positive integer SIMS"),
-        ("policy-zoo:c4:5", "policy-zoo takes no SIMS, got 5; zoo:c4:5 searches"),
-    ]:
-        with pytest.raises(ValueError, match=message):
-            agents.parse_spec(bad)
-    assert agents.make("zoo:tictactoe:3", TTT).name == "zoo:tictactoe:3"
-    policy = agents.make("policy-zoo:tictactoe", TTT)
-    state = TTT.init(jax.random.key(0))
-    assert bool(state.legal_action_mask[policy(state, jax.random.key(1))])
-    with pytest.raises(ValueError, match="zoo model c4 was trained on connect4, not on the tictac"):
-        agents.make("zoo:c4", TTT)
-    with pytest.raises(ValueError, match="no zoo model 'nope'"):
-        agents.make("policy-zoo:nope", TTT)
 
 
 def test_azjax_eval_plays_and_lists_the_zoo(zoo_dir, tmp_path, monkeypatch, capsys):
