@@ -17,7 +17,7 @@ import pathlib
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from azjax.metrics import read_metrics
+from azjax.runlog import read_metrics
 
 
 class Panel(NamedTuple):
