@@ -12,15 +12,13 @@
     azjax-eval --zoo                                    # the trained models shipped with azjax
     azjax-eval --zoo --game othello                     # those of one game (--size: one size)
 
-Agents are spec strings (see azjax.agents): random, greedy, alphabeta:DEPTH, mcts:SIMS,
-policy:WORKDIR[@STEP], search:WORKDIR[@STEP][:SIMS], search:FILE.azjax[:SIMS] (an exported
-model), zoo:NAME[:SIMS], policy-zoo:NAME.
-Colours alternate game by game.
+Agents are spec strings (azjax.specs); colours alternate game by game.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import pathlib
@@ -114,16 +112,11 @@ def _parser() -> argparse.ArgumentParser:
 
 # Options that only some modes read: given with another, they would be silently ignored.
 MATCHES = ("a", "round_robin", "ladder")
-MODE_OPTIONS = {
-    "b": ("a",),
-    "baselines": ("ladder",),
-    "kind": ("ladder",),
-    "steps": ("ladder",),
-    "png": ("ladder",),
-    "positions": ("solver",),
-    "games": MATCHES,
-    "opening_moves": MATCHES,
-}
+MODE_OPTIONS = (
+    {"b": ("a",)}
+    | dict.fromkeys(("baselines", "kind", "steps", "png"), ("ladder",))
+    | {"positions": ("solver",), "games": MATCHES, "opening_moves": MATCHES}
+)
 
 
 def _check_mode_options(args: argparse.Namespace) -> None:
@@ -141,34 +134,27 @@ def _nonempty(text: str, option: str) -> str:
     return text.strip()
 
 
-def _agent(spec: str, game):
-    """The agent of `spec` for `game`; every agent azjax-eval plays is made here."""
-    from azjax import agents  # flax, mctx, orbax: deferred so that --help answers at once
-
-    agent = agents.make(spec, game)
-    parsed = agents.parse_spec(spec)
-    if parsed.kind == "alphabeta":
-        _warn_deep_search(game, parsed.number)
-    return agent
-
-
 SLOW_SEARCH = 10**7  # positions per move above which a depth-first search is called slow
 
 
-def _warn_deep_search(game, depth: int) -> None:
-    """One line on stderr when alphabeta:`depth` is likely to take minutes a move: the tree
-    size estimated from the game's legal moves at the start and its depth (alpha-beta with
-    a fair move order searches about b^(3d/4) positions)."""
-    branching = len(game.legal_actions(game.init(jax.random.key(0))))
-    plies = min(depth, game.max_game_length)
-    positions = float(branching) ** (0.75 * plies)
-    if positions > SLOW_SEARCH:
-        print(
-            f"azjax-eval: warning: alphabeta:{depth} searches about {positions:.0e} positions a "
-            f"move in {game.name} ({branching} moves at the start, {plies} plies deep): each "
-            "move can take minutes; a smaller depth is much faster",
-            file=sys.stderr,
-        )
+def _agent(spec: str, game):
+    """The agent of `spec` for `game` (every agent azjax-eval plays), with one line on stderr
+    when alphabeta:DEPTH is likely to take minutes a move: alpha-beta with a fair move order
+    searches about b^(3d/4) positions, b the legal moves at the start."""
+    from azjax import agents  # flax, mctx, orbax: deferred so that --help answers at once
+
+    agent, depth = agents.make(spec, game), agents.parse_spec(spec).number
+    if agent.name.startswith("alphabeta:"):
+        branching = len(game.legal_actions(game.init(jax.random.key(0))))
+        plies = min(depth, game.max_game_length)
+        if (positions := float(branching) ** (0.75 * plies)) > SLOW_SEARCH:
+            print(
+                f"azjax-eval: warning: alphabeta:{depth} searches about {positions:.0e} "
+                f"positions a move in {game.name} ({branching} moves at the start, {plies} "
+                "plies deep): each move can take minutes; a smaller depth is much faster",
+                file=sys.stderr,
+            )
+    return agent
 
 
 def _game(args: argparse.Namespace, specs: list[str]) -> games.Game:
@@ -176,19 +162,17 @@ def _game(args: argparse.Namespace, specs: list[str]) -> games.Game:
     return chosen_game(args.game, args.size, specs, "an agent")
 
 
+@contextlib.contextmanager
 def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game"):
-    return tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr)
-
-
-def _advance(bar) -> Callable[[int], None]:
-    """The progress callback of a batch loop: the bar moves, then a Ctrl-C whose
+    """A progress bar's callback for a batch loop: the bar moves, then a Ctrl-C whose
     KeyboardInterrupt was dropped stops the loop."""
+    with tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr) as bar:
 
-    def advance(n: int) -> None:
-        bar.update(n)
-        check_interrupt()
+        def advance(n: int) -> None:
+            bar.update(n)
+            check_interrupt()
 
-    return advance
+        yield advance
 
 
 def _print_results(results) -> None:
@@ -237,27 +221,19 @@ def _match(args: argparse.Namespace) -> Outcome:
     spec_b = _nonempty(args.b, "--b")
     game = _game(args, [spec_a, spec_b])
     a, b = _agent(spec_a, game), _agent(spec_b, game)
-    stopped = {}
+    key, batch, stopped = jax.random.key(args.seed), args.batch or GAME_BATCH, {}
     try:
-        with _progress(args, args.games, f"{a.name} vs {b.name}") as bar:
-            result = arena.match(
-                game,
-                a,
-                b,
-                args.games,
-                jax.random.key(args.seed),
-                args.opening_moves,
-                args.batch or GAME_BATCH,
-                _advance(bar),
-            )
+        with _progress(args, args.games, f"{a.name} vs {b.name}") as advance:
+            result = arena.match(game, a, b, args.games, key, args.opening_moves, batch, advance)
     except arena.MatchInterrupted as stop:  # Ctrl-C: the finished batches still count
         result, stopped = stop.result, {"interrupted": True, "planned_games": stop.planned}
     match = {**result.to_dict(), "opening_moves": args.opening_moves, "seed": args.seed}
     return {"game": game.name, "match": {**match, **stopped}}, lambda: _print_results([result])
 
 
-def _rate(args, game, players, pairs, desc: str):
-    """Play the pairs and fit Elo; with --json, the finished matches are saved after each one."""
+def _rate(args, game, players, pairs, desc: str, **head: object):
+    """Play the pairs and fit Elo: (the ratings, the --json data with `head` after the game,
+    what prints the results); with --json, the finished matches are saved after each one."""
     from azjax import arena  # flax, mctx, orbax: deferred so that --help answers at once
 
     done: list = []
@@ -269,8 +245,8 @@ def _rate(args, game, players, pairs, desc: str):
             args.json.write_text(json.dumps({"game": game.name, "partial": partial}, indent=2))
 
     try:
-        with _progress(args, args.games * len(pairs), desc) as bar:
-            return arena.ladder(
+        with _progress(args, args.games * len(pairs), desc) as advance:
+            ratings, results = arena.ladder(
                 game,
                 players,
                 args.games,
@@ -279,13 +255,16 @@ def _rate(args, game, players, pairs, desc: str):
                 anchor=players[0].name,
                 opening_moves=args.opening_moves,
                 batch_size=args.batch or GAME_BATCH,
-                progress=_advance(bar),
+                progress=advance,
                 on_result=save_partial,
             )
     except KeyboardInterrupt:  # Ctrl-C: the finished matches are shown (and kept with --json)
         if done:
             _print_results(done)
         raise
+    fitted = {"elo": ratings.ratings, "elo_stderr": ratings.stderr, "anchor": ratings.anchor}
+    data = {"game": game.name, **head, "matches": [r.to_dict() for r in results], **fitted}
+    return ratings, data, lambda: (_print_results(results), _print_ratings(ratings))
 
 
 def _round_robin(args: argparse.Namespace) -> Outcome:
@@ -300,26 +279,8 @@ def _round_robin(args: argparse.Namespace) -> Outcome:
     # Pairs in the order the specs were given (each new player meets the earlier ones), so a
     # list from cheap to expensive finishes its cheap matches first.
     pairs = sorted(itertools.combinations(range(len(players)), 2), key=lambda p: (p[1], p[0]))
-    ratings, results = _rate(args, game, players, pairs, game.name)
-    data = {
-        "game": game.name,
-        "matches": [r.to_dict() for r in results],
-        "elo": ratings.ratings,
-        "elo_stderr": ratings.stderr,
-        "anchor": ratings.anchor,
-    }
-    return data, lambda: (_print_results(results), _print_ratings(ratings))
-
-
-def _step_list(text: str) -> list[int]:
-    """The steps of `--steps`: comma-separated integers."""
-    try:
-        steps = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        steps = []
-    if not steps:
-        raise UsageError(f"--steps {text!r}: expected comma-separated integers")
-    return steps
+    _, data, show = _rate(args, game, players, pairs, game.name)
+    return data, show
 
 
 def _checkpoints(workdir: str) -> dict[int, str]:
@@ -346,12 +307,18 @@ def _ladder(args: argparse.Namespace) -> Outcome:
     workdir = args.ladder.strip()
     if not workdir:
         raise UsageError("--ladder: empty run directory; expected a folder with checkpoints")
-    chosen = None if args.steps is None else _step_list(args.steps)
+    if args.steps is not None:
+        try:
+            chosen = sorted({int(part) for part in args.steps.split(",") if part.strip()})
+        except ValueError:
+            chosen = []
+        if not chosen:
+            raise UsageError(f"--steps {args.steps!r}: expected comma-separated integers")
     found = _checkpoints(workdir)
     if not found:
         raise UsageError(f"--ladder: no checkpoint (nor model files *.azjax) in {workdir}")
     steps = list(found)
-    if chosen is not None:
+    if args.steps is not None:
         missing = [step for step in chosen if step not in found]
         if missing:
             raise UsageError(f"--steps: no checkpoint at {missing} in {workdir}; it has {steps}")
@@ -361,30 +328,15 @@ def _ladder(args: argparse.Namespace) -> Outcome:
     baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
     players = [_agent(s, game) for s in baselines]
     nets = [_agent(f"{args.kind or 'search'}:{found[step]}", game) for step in steps]
-    players += nets
-    nb = len(baselines)
+    players, nb = players + nets, len(baselines)
     pairs = list(itertools.combinations(range(nb), 2))
     pairs += [(nb + i, j) for i in range(len(nets)) for j in range(nb)]
     pairs += [(nb + i + 1, nb + i) for i in range(len(nets) - 1)]
-    ratings, results = _rate(args, game, players, pairs, f"ladder {workdir}")
+    desc = f"ladder {workdir}"
+    ratings, data, show = _rate(args, game, players, pairs, desc, workdir=workdir, steps=steps)
     png = args.png or pathlib.Path(workdir) / "elo.png"
     _plot(png, ratings, baselines, nets, steps, f"{game.name} ({pathlib.Path(workdir).name})")
-    data = {
-        "game": game.name,
-        "workdir": str(workdir),
-        "steps": steps,
-        "matches": [r.to_dict() for r in results],
-        "elo": ratings.ratings,
-        "elo_stderr": ratings.stderr,
-        "anchor": ratings.anchor,
-    }
-
-    def show() -> None:
-        _print_results(results)
-        _print_ratings(ratings)
-        print(f"wrote {png}")
-
-    return data, show
+    return data, lambda: (show(), print(f"wrote {png}"))
 
 
 def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> None:
@@ -424,18 +376,15 @@ def _solver(args: argparse.Namespace) -> Outcome:
     positions = referee.load(args.positions)
     groups = referees.load_groups() if referee.groups_file is not None else {}
     flat = [p for group in groups.values() for p in group]
-    total = len(positions) + len(flat)
-    key = jax.random.key(args.seed)
+    total, key = len(positions) + len(flat), jax.random.key(args.seed)
     moves: list = []  # the solver set's moves, then the Pons groups' (drawn with their own key)
     stopped: dict = {}  # how far an interrupted search got
-    with _progress(args, total, f"{agent.name} on the solver set", "position") as bar:
+    with _progress(args, total, f"{agent.name} on the solver set", "position") as advance:
         try:
             for index, todo in enumerate((positions, flat)):
                 if todo:
                     part = jax.random.fold_in(key, index) if index else key
-                    moves.append(
-                        referees.agent_moves(game, agent, part, todo, args.batch, _advance(bar))
-                    )
+                    moves.append(referees.agent_moves(game, agent, part, todo, args.batch, advance))
         except KeyboardInterrupt as stop:  # Ctrl-C: the finished batches still count
             if isinstance(stop, referees.MovesInterrupted):
                 moves.append(stop.moves)
@@ -446,21 +395,15 @@ def _solver(args: argparse.Namespace) -> Outcome:
     result = referees.score_moves(positions[: len(moves[0])], moves[0])
     data = {"game": game.name, "agent": agent.name, "accuracy": result.to_dict(), **stopped}
     text = f"{agent.name} against perfect play ({game.name}):\n{result}"
-    if len(moves) > 1:
-        rates = referees.score_mistakes(_first(groups, len(moves[1])), moves[1])
+    if len(moves) > 1:  # the groups' first len(moves[1]) positions, group after group
+        left, scored = len(moves[1]), {}
+        for name, group in groups.items():
+            if left > 0:
+                scored[name], left = group[:left], left - len(group)
+        rates = referees.score_mistakes(scored, moves[1])
         data["pons"] = rates.to_dict()
         text += f"\n{rates}"
     return data, lambda: print(text)
-
-
-def _first(groups: dict[str, tuple], count: int) -> dict[str, tuple]:
-    """The first `count` positions of `groups`, taken group after group; empty groups left out."""
-    out = {}
-    for name, positions in groups.items():
-        if count > 0:
-            out[name] = positions[:count]
-        count -= len(positions)
-    return out
 
 
 def _zoo(args: argparse.Namespace) -> Outcome:
