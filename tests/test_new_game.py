@@ -1,6 +1,7 @@
-"""A game defined outside the `games` package, end to end: Connect Three on a 4x4 board goes
-through `games.testing.check_game`, `games.register`, the defaults of what it does not define,
-training, the arena, the web API and, registered by `AZJAX_GAMES`, the command line."""
+"""A game defined outside the `games` package, end to end: Connect Three (docs/connect3.py, the
+file of docs/adding_a_game.md) goes through `games.testing.check_game`, `games.register`, the
+defaults of what it does not define, training, the arena, the web API and, registered by
+`AZJAX_GAMES`, the command line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
 from helpers import ROOT
 from starlette.testclient import TestClient
 
@@ -23,107 +23,32 @@ from azjax import agents, arena
 from azjax.config import load_config
 from azjax.train import train_and_evaluate
 from azjax.web.app import create_app
-from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
+from games.core import Game
 from games.testing import check_game
 
-SIZE = 4
-# Every line of three cells on the 4x4 board (cell = row * 4 + col, row 0 at the top).
-_LINES = np.array(
-    [
-        [(r + i * dr) * SIZE + c + i * dc for i in range(3)]
-        for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1))
-        for r in range(SIZE)
-        for c in range(SIZE)
-        if 0 <= r + 2 * dr < SIZE and 0 <= c + 2 * dc < SIZE
-    ],
-    np.int32,
-)
-
-
-@struct.dataclass
-class State:
-    current_player: Array  # int32
-    legal_action_mask: Array  # bool[4]
-    terminated: Array  # bool
-    rewards: Array  # float32[2]
-    board: Array  # int8[16]: +1 player 0, -1 player 1, 0 empty
-
-
-class ConnectThree(Game):
-    """Discs drop to the lowest empty cell of a column; three in a row wins."""
-
-    name = "connect3"
-
-    def __init__(self) -> None:
-        self.num_actions = SIZE
-        self.observation_shape = (SIZE, SIZE, 2)
-        self.max_game_length = SIZE * SIZE
-
-    def init(self, key: Array) -> State:
-        del key
-        return self._new_game(State, board=jnp.zeros(SIZE * SIZE, jnp.int8))
-
-    def _apply(self, state: State, action: Array) -> State:
-        sign = jnp.where(state.current_player == 0, 1, -1).astype(jnp.int8)
-        height = jnp.sum(state.board.reshape(SIZE, SIZE)[:, action] != 0)
-        board = state.board.at[(SIZE - 1 - height) * SIZE + action].set(sign)
-        won = jnp.any(jnp.all(board[_LINES] == sign, axis=1))
-        terminated = won | jnp.all(board != 0)
-        mover = jnp.where(won, 1.0, 0.0)
-        return State(
-            current_player=1 - state.current_player,
-            legal_action_mask=(board[:SIZE] == 0) & ~terminated,
-            terminated=terminated,
-            rewards=jnp.where(jnp.arange(2) == state.current_player, mover, -mover),
-            board=board,
-        )
-
-    def observe(self, state: State) -> Array:
-        sign = jnp.where(state.current_player == 0, 1, -1).astype(jnp.int8)
-        planes = jnp.stack([state.board == sign, state.board == -sign], axis=-1)
-        return planes.astype(jnp.float32).reshape(self.observation_shape)
-
-    def board(self, state: State) -> Array:
-        return state.board.astype(jnp.int32).reshape(SIZE, SIZE)
-
-    def render(self, state: State) -> str:
-        labels = [str(c + 1) for c in range(SIZE)]
-        return render_grid(self.board(state), {1: "X", -1: "O", 0: "."}, col_labels=labels)
-
-    @property
-    def symmetries(self) -> tuple[Symmetry, ...]:
-        columns = np.broadcast_to(np.arange(SIZE), (SIZE, SIZE))
-        return grid_symmetries(columns, SIZE, names=("identity", "flip_lr"))
-
-    def _parse(self, text: str) -> int:
-        if not text.isdigit() or not 1 <= int(text) <= SIZE:
-            raise ValueError(f"expected a column 1-{SIZE}")
-        return int(text) - 1
-
-    def format_action(self, action: int) -> str:
-        return str(self._action_index(action) + 1)
-
-
-games.register("connect3", ConnectThree)
+sys.path.append(str(ROOT / "docs"))
+connect3 = importlib.import_module("connect3")  # registers connect3, as AZJAX_GAMES would
 
 TINY = [*helpers.TINY, "game.name=connect3", "selfplay.chunk_moves=16", "train.iterations=1"]
 
 
 def test_rules_and_the_contract():
-    game = games.make("connect3")
-    state = game.init(jax.random.key(0))
-    for column in (0, 1, 0, 1):
-        state = game.step(state, column)
-    np.testing.assert_array_equal(game.board(state)[-2:], [[1, -1, 0, 0], [1, -1, 0, 0]])
-    state = game.step(state, 0)  # three in column 1
-    assert bool(state.terminated) and state.rewards.tolist() == [1.0, -1.0]
-    check_game(game, num_games=32)
+    for size in (4, 6):
+        game = games.make("connect3", size=size)
+        state = game.init(jax.random.key(0))
+        for column in (0, 1, 0, 1):
+            state = game.step(state, column)
+        bottom = [[1, -1] + [0] * (size - 2)] * 2
+        np.testing.assert_array_equal(game.board(state)[-2:], bottom)
+        state = game.step(state, 0)  # three in column 1
+        assert bool(state.terminated) and state.rewards.tolist() == [1.0, -1.0]
+    check_game(games.make("connect3"), num_games=32)
 
 
 def test_what_a_game_does_not_define_has_defaults():
     game = games.make("connect3")
     state = game.step(game.init(jax.random.key(0)), 2)
-    assert game.sizes == {} and len(game.players) == len(game.colours) == len(game.marks) == 2
+    assert len(game.players) == len(game.colours) == len(game.marks) == 2
     assert float(game.heuristic(state, jnp.int32(0))) == 0.0
     assert game.move_order().tolist() == [0, 1, 2, 3]
     assert game.counts(np.asarray(game.board(state))) is None
@@ -137,17 +62,15 @@ def test_what_a_game_does_not_define_has_defaults():
 
 
 def test_register_refuses_clashes_and_non_games():
+    ConnectThree = connect3.ConnectThree
     games.register("connect3", ConnectThree)  # the same class again: nothing changes
-    assert games.make("connect3") is games.make("connect3")
-
-    class Other(ConnectThree):
-        pass
-
-    with pytest.raises(ValueError, match=r"name is taken by test_new_game\.ConnectThree"):
-        games.register("connect3", Other)
-    Other.name = "connect4"
+    assert games.make("connect3") is games.make("connect3", size=4)
+    other = type("Other", (ConnectThree,), {})
+    with pytest.raises(ValueError, match=r"name is taken by connect3\.ConnectThree"):
+        games.register("connect3", other)
+    other.name = "connect4"
     with pytest.raises(ValueError, match=r"taken by games\.connect4\.Connect4"):
-        games.register("connect4", Other)
+        games.register("connect4", other)
     with pytest.raises(ValueError, match="set `name = 'connect5'`"):
         games.register("connect5", ConnectThree)
     with pytest.raises(TypeError, match=r"not a subclass of games\.Game"):
@@ -205,12 +128,12 @@ def test_train_then_play_in_the_arena_the_browser_and_the_command_line(tmp_path)
         assert moved.status_code == 200, moved.text
         assert moved.json()["moves"][0]["notation"] == "2"
 
-    # A new process finds the game through AZJAX_GAMES.
-    env = {**os.environ, games.PLUGINS_ENV: "test_new_game", "PYTHONPATH": str(ROOT / "tests")}
-    command = ["azjax.cli.play", "--game", "connect3", "--opponent", "random"]
+    # A new process finds the game through AZJAX_GAMES, at the size asked for.
+    env = {**os.environ, games.PLUGINS_ENV: "connect3", "PYTHONPATH": str(ROOT / "docs")}
+    command = ["azjax.cli.play", "--game", "connect3", "--size", "size=5", "--opponent", "random"]
     proc = subprocess.run(
         [sys.executable, "-m", *command],
-        input="1\n1\n1\n1\nquit\n",
+        input="5\n5\n5\n5\nquit\n",
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -218,4 +141,4 @@ def test_train_then_play_in_the_arena_the_browser_and_the_command_line(tmp_path)
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "connect3" in proc.stdout
+    assert "connect3" in proc.stdout and "1 2 3 4 5" in proc.stdout, proc.stdout
