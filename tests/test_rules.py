@@ -85,19 +85,18 @@ def boxes(board: np.ndarray, sign: int) -> np.ndarray:
     return np.stack([drawn, is_line & ~drawn, *owned, np.where(is_box, sides / 4, 0), margin], -1)
 
 
+def spiel(name: str, board):
+    return functools.partial(Spiel, name, board)
+
+
 DOTS = "dots_and_boxes(num_rows={},num_cols={})"
 CASES = [
-    ("tictactoe", {}, functools.partial(Spiel, "tic_tac_toe", printed), pieces),
-    ("connect4", {}, functools.partial(Spiel, "connect_four", printed), pieces),
-    ("othello", {}, functools.partial(Spiel, "othello", printed), pieces),
+    ("tictactoe", {}, spiel("tic_tac_toe", printed), pieces),
+    ("connect4", {}, spiel("connect_four", printed), pieces),
+    ("othello", {}, spiel("othello", printed), pieces),
     ("othello", {"size": 6}, functools.partial(OthelloReference, 6), pieces),
     *[
-        (
-            "dots_and_boxes",
-            {"rows": r, "cols": c},
-            functools.partial(Spiel, DOTS.format(r, c), lattice),
-            boxes,
-        )
+        ("dots_and_boxes", {"rows": r, "cols": c}, spiel(DOTS.format(r, c), lattice), boxes)
         for r, c in [(1, 1), (2, 3), (3, 2), (3, 3)]
     ],
     *[

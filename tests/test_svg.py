@@ -181,17 +181,6 @@ def test_grid_picture_draws_any_signed_board_with_its_counts():
     assert [(s.geom[0] + 20, s.geom[1] + 20) for s in outlined] == [centre[4]]
 
 
-def test_score_counts_what_people_count():
-    othello = games.make("othello")
-    assert svg.score(othello, othello.board(othello.init(jax.random.key(0)))) == (2, 2)
-    lattice = np.zeros((5, 5), int)
-    lattice[1, 1], lattice[1, 3], lattice[3, 3] = 1, -1, -1
-    assert svg.score(games.make("dots_and_boxes", rows=2, cols=2), lattice) == (1, 2)
-    chain = games.make("chain_reaction", rows=3, cols=3)
-    assert svg.score(chain, np.array([[3, 0, -1], [0, -2, 0], [1, 0, 0]])) == (4, 3)
-    assert svg.score(games.make("connect4"), np.zeros((6, 7), int)) is None
-
-
 # ----------------------------------------------------------------------------- replays
 
 
