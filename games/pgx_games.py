@@ -44,7 +44,7 @@ import numpy as np
 from flax import struct
 
 from games import PGX_PREFIX, core
-from games.core import Array, Game, Symmetry, grid_symmetries, render_grid
+from games.core import Array, Game, Symmetry, grid_symmetries, letters, render_grid
 
 
 class MissingPgxError(ImportError, ValueError):
@@ -58,6 +58,8 @@ except ImportError as err:
     raise MissingPgxError(
         f"pgx games need pgx, an optional extra: pip install 'azjax[pgx]' ({err})"
     ) from err
+
+from games import backgammon  # noqa: E402 (after pgx, whose absence is reported above)
 
 # The longest game of an environment in moves: pgx's step limit, or a bound from the rules.
 MAX_GAME_LENGTH = {
@@ -155,6 +157,12 @@ class PgxGame(Game):
         self.num_actions = int(example.legal_action_mask.shape[0])
         self.observation_shape = shape if len(shape) == 3 else (1, 1, math.prod(shape))
         self.max_game_length = MAX_GAME_LENGTH.get(self.env_id, DEFAULT_MAX_GAME_LENGTH)
+        # Moves named by the board: its cells row by row (and a last move, `_extra`), or its
+        # columns (Connect Four); else by pgx's action number.
+        cells = math.prod(self.observation_shape[:2])
+        self._cells = cells if shape[0] > 1 and self.num_actions - cells in (0, 1) else 0
+        self._columns = self.num_actions == self.observation_shape[1] > 1
+        self._extra = "swap" if self.env_id == "hex" else "pass"
 
     def init(self, key: Array) -> State:
         env_key, seed_key = jax.random.split(key)
@@ -194,6 +202,7 @@ class PgxGame(Game):
 
     def _wrap(self, env: Any, first: Array, seed: Array, chance_due: Array) -> State:
         """The azjax State of pgx state `env`: players mapped, the length bounded."""
+        env = self._rules(env)
         over = env.terminated | env.truncated | (env._step_count >= self.max_game_length)
         rewards = jnp.where(env.terminated, jnp.sign(env.rewards), 0.0)
         return State(
@@ -206,6 +215,11 @@ class PgxGame(Game):
             seed=seed,
             chance_due=chance_due,
         )
+
+    def _rules(self, env: Any) -> Any:
+        """pgx state `env` with its legal moves as azjax's rules have them (pgx's, but for
+        Backgammon's)."""
+        return env
 
     def observe(self, state: State) -> Array:
         return state.env.observation.astype(jnp.float32).reshape(self.observation_shape)
@@ -235,7 +249,16 @@ class PgxGame(Game):
         return jnp.where(player == state.current_player, lead, -lead).astype(jnp.float32)
 
     def render(self, state: State) -> str:
-        return render_grid(np.asarray(self.board(state)), {1: "X", -1: "O", 0: "."})
+        """The board as a grid of the players' marks; where moves name cells or columns, with
+        their labels."""
+        height, width = self.observation_shape[:2]
+        rows = [str(r + 1) for r in range(height)] if self._cells else None
+        return render_grid(
+            np.asarray(self.board(state)),
+            {1: self.marks[0], -1: self.marks[1], 0: "."},
+            col_labels=letters(width) if self._cells or self._columns else None,
+            row_labels=rows,
+        )
 
     @property
     def symmetries(self) -> tuple[Symmetry, ...]:
@@ -243,15 +266,110 @@ class PgxGame(Game):
         return grid_symmetries(no_actions, self.num_actions, names=("identity",))
 
     def _parse(self, text: str) -> int:
-        if not text.isdigit():
-            raise ValueError(f"expected an action number 0-{self.num_actions - 1}")
-        return int(text)
+        width = self.observation_shape[1]
+        if self._cells:
+            if text == self._extra:
+                return self._cells
+            column, row = text[:1], text[1:]
+            if column in letters(width) and row.isdigit() and 1 <= int(row) <= self._cells // width:
+                return (int(row) - 1) * width + letters(width).index(column)
+            last = f"{letters(width)[-1]}{self._cells // width}"
+            more = f" or {self._extra!r}" if self.num_actions > self._cells else ""
+            raise ValueError(f"expected a cell a1-{last}{more}")
+        if self._columns:
+            if len(text) == 1 and text in letters(width):
+                return letters(width).index(text)
+            raise ValueError(f"expected a column a-{letters(width)[-1]}")
+        if text.startswith("move") and text[4:].isdigit():
+            return int(text[4:])
+        raise ValueError(f"expected 'move' and pgx's action number 0-{self.num_actions - 1}")
 
     def format_action(self, action: int) -> str:
-        return str(self._action_index(action))
+        action, width = self._action_index(action), self.observation_shape[1]
+        if self._cells:
+            if action == self._cells:
+                return self._extra
+            return f"{letters(width)[action % width]}{action // width + 1}"
+        return letters(width)[action] if self._columns else f"move{action}"
 
     def notation_help(self) -> str:
-        return f"Moves are pgx's action numbers of {self.env_id}, 0-{self.num_actions - 1}."
+        width = self.observation_shape[1]
+        if self._cells:
+            extra = f", or {self._extra!r}" if self.num_actions > self._cells else ""
+            cells = f"a1-{letters(width)[-1]}{self._cells // width}"
+            return f"A move is a cell, column letter and row number from the top ({cells}){extra}."
+        if self._columns:
+            return f"A move is a column letter, a-{letters(width)[-1]} from the left."
+        last = self.num_actions - 1
+        return f"A move is 'move' and pgx's action number of {self.env_id}: move0-move{last}."
+
+
+class _Hex(PgxGame):
+    """Hex as pgx draws it: Black (first) joins the top and bottom rows, White the left and
+    right columns; the second move may be 'swap', which makes the first stone White's,
+    mirrored in the long diagonal."""
+
+    players = ("Black", "White")
+    colours = ("#1c1c1c", "#f4f4f4")
+
+    def render(self, state: State) -> str:
+        board, (x, o) = np.asarray(self.board(state)), self.marks
+        player = int(state.current_player)
+        if bool(state.terminated):
+            player = int(np.argmax(np.asarray(state.rewards)))
+        turn = f"{self.players[player]} ({self.marks[player]}) " + (
+            "wins" if bool(state.terminated) else "to play"
+        )
+        black, white = self.players
+        lines = [f"{turn}; {black} ({x}) joins top and bottom, {white} ({o}) left and right"]
+        lines.append("   " + " ".join(letters(board.shape[1])))
+        for r, row in enumerate(board):
+            cells = " ".join({1: x, -1: o, 0: "."}[int(v)] for v in row)
+            lines.append(" " * r + f"{r + 1:>2} {cells} {r + 1}")
+        return "\n".join(lines)
+
+
+class _Backgammon(PgxGame):
+    """Backgammon by the standard rules (`games.backgammon`), Black (first) and White as pgx
+    draws them, moves in the mover's numbering (13/7, bar/22, 6/off)."""
+
+    players = ("Black", "White")
+    colours = ("#1c1c1c", "#f4f4f4")
+
+    def init(self, key: Array) -> State:
+        # pgx draws whether Black or White starts; the start is the same from either side, so
+        # player 0 is Black, as pgx's drawing colours the mover of `_turn` 0.
+        state = super().init(key)
+        return state.replace(env=state.env.replace(_turn=jnp.int32(0)))
+
+    def _rules(self, env: Any) -> Any:
+        return env.replace(legal_action_mask=backgammon.standard_mask(env))
+
+    def render(self, state: State) -> str:
+        return backgammon.render(state.env, self.players, self.marks, bool(state.chance_due))
+
+    def _parse(self, text: str) -> int:
+        return backgammon.parse_move(text)
+
+    def format_action(self, action: int) -> str:
+        return backgammon.format_move(self._action_index(action))
+
+    def notation_help(self) -> str:
+        return backgammon.HELP
+
+    def parse_action(self, text: str, state: State | None = None) -> int:
+        """`Game.parse_action`; given `state`, a bearing off named without its die (6/off) is
+        the legal one with the smallest die that bears off there."""
+        action = super().parse_action(text)
+        if state is not None:
+            if text.strip().lower().endswith("/off"):
+                bigger = range(action, action - action % 6 + 6)
+                action = next((a for a in bigger if state.legal_action_mask[a]), action)
+            self._check_legal(state, action, text)
+        return action
+
+
+_CLASSES: dict[str, type[PgxGame]] = {"backgammon": _Backgammon, "hex": _Hex}
 
 
 @functools.cache
@@ -280,4 +398,4 @@ def game_class(env_id: str) -> type[PgxGame]:
         "chance_outcomes": 1 if chance is None else len(chance.probs),
         "__qualname__": title,
     }
-    return type(title, (PgxGame,), {"__module__": __name__, **namespace})
+    return type(title, (_CLASSES.get(env_id, PgxGame),), {"__module__": __name__, **namespace})
