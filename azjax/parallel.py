@@ -21,6 +21,7 @@ the same data-parallel program keeps every core busy (measured in docs/results.m
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import jax
@@ -148,3 +149,24 @@ def to_host(tree: Any) -> Any:
     """Fetch replicated (or fully addressable) arrays to numpy; on a multi-host mesh each
     process reads its own copy of a replicated array."""
     return jax.tree.map(np.asarray, tree)
+
+
+# NVIDIA GPUs compute in bfloat16 from compute capability 8.0 (Ampere) on.
+BFLOAT16_CAPABILITY = (8, 0)
+
+
+def emulation_warning(dtype: str, device: Any = None) -> str | None:
+    """A warning when a network in `dtype` would run on `device` (default: the first) without
+    arithmetic of its own: bfloat16 on an NVIDIA GPU older than compute capability 8.0 (a T4,
+    Colab's free GPU), which XLA computes through float32; None otherwise."""
+    device = jax.devices()[0] if device is None else device
+    capability = re.fullmatch(r"(\d+)\.(\d+)", str(getattr(device, "compute_capability", "")))
+    if dtype != "bfloat16" or device.platform != "gpu" or capability is None:
+        return None
+    if tuple(map(int, capability.groups())) >= BFLOAT16_CAPABILITY:
+        return None
+    return (
+        f"network.dtype=bfloat16 on a {device.device_kind} (compute capability "
+        f"{device.compute_capability}): GPUs before 8.0 have no bfloat16 arithmetic, so XLA "
+        "emulates it through float32; use network.dtype=float32 on this GPU"
+    )

@@ -105,8 +105,6 @@ def postfix(record: dict) -> dict[str, str]:
         out["health"] = "ok" if record["health/ok"] else "BAD"
     out["pos/s"] = f"{record['positions_per_second']:.0f}"
     out["eval/s"] = _short(record["evaluations_per_second"])
-    if record.get("fraction_of_peak") is not None:
-        out["peak"] = f"{record['fraction_of_peak']:.1%}"
     for key, value in record.items():
         if key.startswith("eval/") and key.endswith("/score"):
             out[key.split("/")[1]] = f"{value:.0%}"

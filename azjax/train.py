@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from tqdm.auto import tqdm
 
-from azjax import agents, arena, health, parallel, resume, throughput
+from azjax import agents, arena, health, parallel, resume
 from azjax.checkpoint import Checkpointer, StopRequest, WorkdirLock, read_config
 from azjax.config import Config, ConfigError, config_to_dict, differences, dump_config
 from azjax.runlog import RunLog, eval_line, metrics_name, postfix, read_metrics, scalars
@@ -182,7 +182,7 @@ class _Session:
             if changed:  # they apply from here on; the earlier checkpoints keep the old ones
                 print(f"settings changed since then: {'; '.join(changed)}", flush=True)
             (workdir / "config.yaml").write_text(dump_config(config))
-            warning = throughput.emulation_warning(config.network.dtype)
+            warning = parallel.emulation_warning(config.network.dtype)
             if warning:
                 print(f"warning: {warning}", file=sys.stderr, flush=True)
         self.log_file = RunLog(workdir, self.iteration, saved)
@@ -200,18 +200,7 @@ class _Session:
         )
         self.stop = StopRequest()
         self.monitor, self.problems = health.Monitor(), []
-        self.peak, self.flops = self.peak_and_flops()
         self.started = time.perf_counter()
-
-    def peak_and_flops(self) -> tuple[float | None, float | None]:
-        """The dense peak TFLOP/s of the mesh's devices and the network's FLOPs per evaluation
-        (counted once per run), or (None, None) where the peak is unknown."""
-        peak = throughput.peak_tflops(self.config.network.dtype)
-        if peak is None:
-            return None, None
-        obs = jax.ShapeDtypeStruct((1, *self.trainer.game.observation_shape), jnp.float32)
-        flops = throughput.network_flops(self.trainer.network, self.trainer.abstract.params, obs)
-        return peak * self.trainer.mesh.devices.size, flops
 
     def elapsed_minutes(self) -> float:
         """The whole run's wall clock, across resumes."""
@@ -238,9 +227,6 @@ class _Session:
             record["selfplay/full_search_fraction"],
         )
         record["evaluations_per_second"] = evaluations / elapsed  # self-play's network rows
-        if self.peak is not None:
-            record["tflops"] = evaluations * self.flops / elapsed / 1e12
-            record["fraction_of_peak"] = record["tflops"] / self.peak
         record["train/learning_rate"] = float(self.trainer.schedule(record["train/step"]))
         return record
 
