@@ -14,23 +14,16 @@ from helpers import ROOT
 from azjax import export
 from azjax.cli.train import main as train_main
 from azjax.config import (
-    CheckpointConfig,
     Config,
     ConfigError,
     EvalConfig,
-    GateConfig,
-    OptimConfig,
-    ReplayConfig,
-    TrainConfig,
+    SearchConfig,
     apply_overrides,
     config_from_dict,
     config_to_dict,
     differences,
     load_config,
 )
-from azjax.network import NetworkConfig
-from azjax.search import SearchConfig
-from azjax.selfplay import SelfPlayConfig
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 TICTACTOE = next(p for p in CONFIGS if p.stem == "tictactoe")
@@ -78,7 +71,8 @@ def test_every_config_loads_and_round_trips(path):
     config = load_config(path)
     assert isinstance(config, Config)
     assert config_from_dict(config_to_dict(config)) == config
-    assert config.game.name.replace(":", "_") in path.stem  # pgx:hex in pgx_hex.yaml
+    if path.stem != "small_game":  # a base for the user's own game
+        assert config.game.name.replace(":", "_") in path.stem  # pgx:hex in pgx_hex.yaml
 
 
 def test_variants_inherit_from_their_base():
@@ -158,10 +152,7 @@ def test_overrides_do_not_mutate_their_input():
         ("network.channels=0", "network.channels"),
         ("search.algorithm=alphazero", "search.algorithm"),
         ("selfplay.full_search_prob=1.5", "selfplay.full_search_prob"),
-        ("selfplay.value_target=zq", "selfplay.value_target"),
-        ("selfplay.value_mix=2", "selfplay.value_mix"),
         ("replay.min_size=1000000", "replay.min_size"),
-        ("optim.optimizer=sgd", "optim.optimizer"),  # retired
         ("optim.learning_rate=-1", "optim.learning_rate"),
         ("eval.opponents=[random, gredy]", "eval.opponents[1]"),
         ("game.name=chess", "game.name"),
@@ -171,19 +162,19 @@ def test_overrides_do_not_mutate_their_input():
         ("optim.learning_rate=.inf", "optim.learning_rate"),
         ("optim.l2=nan", "optim.l2"),
         ("search.pb_c_init=1e999", "search.pb_c_init"),
-        ("optim.value_weight=2", "optim.value_weight"),  # retired
         ("eval.opponents=[alphabeta:-1]", "eval.opponents[0]"),
         ("eval.opponents=[random, mcts:abc]", "eval.opponents[1]"),
         ("eval.opponents=['policy:']", "eval.opponents[0]"),
         ("optim=3", "optim: expected a mapping, got 3"),
         ("optim.learning_rate=fast", "optim.learning_rate"),
         ("replay.capacity=8", "replay.capacity=8: must be >= train.batch_size"),
-        ("train.reanalyse_fraction=0.001", "train.reanalyse_fraction=0.001: re-searches no"),
+        ("gate.games=5", r"gate.games must be even and >= 2 (equal colours), got 5"),
     ],
 )
 def test_bad_configs_stop_naming_the_key(override, named):
-    with pytest.raises(ConfigError, match=named.replace(".", r"\.").replace("[", r"\[")):
+    with pytest.raises(ConfigError, match=re.escape(named)) as refused:
         load_config(TICTACTOE, [override])
+    assert "\n" not in str(refused.value)  # the command lines' one line
 
 
 def test_the_replay_may_hold_one_batch_and_start_full():
@@ -225,27 +216,6 @@ def test_cli_refuses_a_bad_config_before_training(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize(
-    "cls, field, bad, message",
-    [
-        (NetworkConfig, "norm", "rms", "network.norm must be one of layer, none, got 'rms'"),
-        (OptimConfig, "learning_rate", 0.0, "optim.learning_rate must be > 0, got 0.0"),
-        (ReplayConfig, "min_size", 0, "replay.min_size must be >= 1, got 0"),
-        (TrainConfig, "steps_per_iteration", 0, "train.steps_per_iteration must be >= 1, got 0"),
-        (EvalConfig, "num_games", 1, "eval.num_games must be >= 2, got 1"),
-        (CheckpointConfig, "keep", 0, "checkpoint.keep must be >= 1, got 0"),
-        (GateConfig, "threshold", 1.5, r"gate.threshold must be in \[0, 1\], got 1.5"),
-        (NetworkConfig, "dtype", "float16", "network.dtype must be one of"),
-        (SearchConfig, "num_simulations", 0, "search.num_simulations must be >= 1, got 0"),
-        (SelfPlayConfig, "chunk_moves", 0, "selfplay.chunk_moves must be >= 1, got 0"),
-    ],
-)
-def test_every_config_dataclass_validates_itself(cls, field, bad, message):
-    cls()  # the defaults are valid
-    with pytest.raises(ValueError, match=message):
-        cls(**{field: bad})
-
-
 BENCH_CONFIGS = sorted(CONFIGS[0].parent.parent.glob("docs/bench/configs/*.yaml"))
 
 
@@ -254,36 +224,15 @@ def test_every_bench_config_loads(path):
     assert load_config(path) == config_from_dict(config_to_dict(load_config(path)))
 
 
-def test_a_stored_config_with_retired_keys_at_their_off_values_loads():
-    """Model files and run directories written before a knob was retired still hold it."""
+def test_a_removed_key_is_refused_in_one_line_naming_it():
+    """A config (or a model file's or run's stored one) holding a key azjax no longer has."""
     data = config_to_dict(Config())
-    data["network"].update(global_pool=False, score_head=False)
-    data["optim"].update(optimizer="adamw", momentum=0.95, weight_decay=0.0, score_weight=0.0)
-    data["optim"]["value_weight"] = 1.0
-    data["search"].update(temperature=1.0, score_utility=0.0, discount=1.0, score_tiebreak=0.0)
-    data["train"]["reanalyse_value"] = False
-    assert config_from_dict(data) == Config()
-
-
-@pytest.mark.parametrize(
-    ("section", "key", "value"),
-    [
-        ("network", "score_head", True),
-        ("network", "global_pool", 1),
-        ("network", "global_pool", 0),  # 0 equals False, but is no boolean
-        ("optim", "weight_decay", False),  # nor False a number
-        ("optim", "optimizer", "sgd"),
-        ("optim", "value_weight", 2.0),
-        ("search", "discount", 0.98),
-        ("train", "reanalyse_value", True),
-    ],
-)
-def test_a_retired_key_that_was_on_is_refused_naming_it(section, key, value):
-    data = config_to_dict(Config())
-    data[section][key] = value
-    refused = rf"^{section}\.{key}={value!r}: this feature was retired"
-    with pytest.raises(ConfigError, match=refused):
+    data["network"]["global_pool"] = False
+    with pytest.raises(
+        ConfigError, match=r"^unknown key network\.global_pool; known keys of "
+    ) as refused:
         config_from_dict(data)
+    assert "\n" not in str(refused.value)
 
 
 # Every section's class, read from Config (a new section is covered when added).
@@ -294,7 +243,7 @@ def _bounds(monkeypatch) -> list[tuple[type, str, str, str]]:
     """(class, section, field, what is expected) of every numeric check the config dataclasses
     make, recorded from `check_fields` while each is built with its defaults, in every azjax
     module that calls it (a new module is covered when it imports it)."""
-    import azjax.validation
+    import azjax.config
 
     seen = []
 
@@ -302,10 +251,10 @@ def _bounds(monkeypatch) -> list[tuple[type, str, str, str]]:
         seen.extend((section, name, expected) for name, (_, expected) in checks.items())
         real(section, config, checks)
 
-    real = azjax.validation.check_fields
+    real = azjax.config.check_fields
     callers = [m for n, m in sys.modules.items() if n.startswith("azjax.")]
     callers = [m for m in callers if getattr(m, "check_fields", None) is real]
-    assert len(callers) >= 6, callers  # validation and the five that import it
+    assert callers, callers
     for module in callers:
         monkeypatch.setattr(module, "check_fields", record)
     found = []
