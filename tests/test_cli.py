@@ -34,27 +34,20 @@ REPLAY = ["--game", "tictactoe", "--moves", "5"]
 @pytest.mark.parametrize(
     ("script", "args", "message"),
     [
-        ("replay", ["--game", "tictactoe", "--agents", "random", "random", "--seed", "-1"], "0 <="),
         ("replay", ["--record", "/nonexistent.json"], "cannot read --record /nonexistent.json"),
         ("replay", ["--record", "{tmp}/bad.json"], "is not a game saved by azjax-play"),
-        ("replay", ["--record", "{tmp}/list.json"], "is not a game saved by azjax-play"),
         ("replay", [*REPLAY, "--out", "/missing_dir/x.gif"], "/missing_dir"),
-        ("replay", [*REPLAY, "--out", "{tmp}/file.txt/x.gif"], "file.txt"),
         ("replay", [*REPLAY, "--cell", "nan"], "--cell must be"),
-        ("replay", [*REPLAY, "--ms", "0"], "--ms must be"),
         ("replay", ["--moves", "5 1"], "--game is needed with --moves and --agents"),
         ("plot", ["{tmp}/none"], "no metrics.jsonl in"),
-        ("plot", ["{tmp}/empty"], "holds no metrics yet"),
         ("plot", ["{tmp}/text"], "has no numeric fields to plot"),
     ],
 )
 def test_scripts_refuse_bad_values_in_argparse_s_way(script, args, message, tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
-    (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "file.txt").write_text("not a folder")
-    for name, text in (("empty", ""), ("text", '{"iteration": 1, "note": "text"}\n')):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "metrics.jsonl").write_text(text)
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "metrics.jsonl").write_text('{"iteration": 1, "note": "text"}\n')
     args = [a.format(tmp=tmp_path) for a in args]
     if script == "replay" and "--out" not in args:
         args += ["--out", str(tmp_path / "x.gif")]
@@ -83,7 +76,6 @@ def test_scripts_refuse_bad_values_in_argparse_s_way(script, args, message, tmp_
         ),
         ("othello", "size=7", "--size size=7: othello size takes 6, 8"),
         ("tictactoe", "rows=3", "--size: tictactoe has no sizes, got 'rows=3'"),
-        ("dots_and_boxes", "rows=2,rows=3", "--size: rows is given twice"),
         ("dots_and_boxes", "cols=two", "--size cols=two: dots_and_boxes cols takes 1-10"),
     ],
 )

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -126,20 +125,6 @@ def test_sigterm_keeps_a_matchs_finished_batches(tmp_path):
     assert "mcts:4 vs random" in out
 
 
-def test_play_ctrl_c_while_the_agent_thinks(tmp_path):
-    save = tmp_path / "game.json"
-    argv = ["-m", "azjax.cli.play", "--game", "tictactoe", "--opponent", "mcts:16"]
-    run = Running([*argv, "--save", str(save)], compiling(tmp_path), subprocess.PIPE)
-    run.wait_for_text("Your move", "out")
-    run.process.stdin.write(b"5\n")
-    run.process.stdin.flush()
-    run.wait_for_text("Finished jaxpr to MLIR module conversion jit(fn)")  # the agent's search
-    time.sleep(0.5)
-    _, err = run.stop(signal.SIGINT)
-    assert err.strip().splitlines()[-1] == "Interrupted: the game is left unfinished.", err
-    assert json.loads(save.read_text())["moves"] == ["5"]
-
-
 def test_training_stopped_by_sigterm_keeps_its_checkpoint(tmp_path):
     workdir = tmp_path / "run"
     run = Running(["-m", "azjax.cli.train", *TRAIN, "--workdir", str(workdir), "--quiet"])
@@ -212,51 +197,45 @@ def test_ctrl_c_during_the_onnx_check_keeps_the_old_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
 
 
-RUN_COMMAND = textwrap.dedent(
-    """
-    import signal, sys
-    from azjax.cli import OK, check_interrupt, run_command
+RUN_COMMAND = """
+import signal, sys
+from azjax.cli import OK, check_interrupt, run_command
 
-    def swallowed():  # a Ctrl-C whose KeyboardInterrupt is dropped, as XLA's compile may do
-        try:
-            signal.raise_signal(signal.SIGINT)
-        except KeyboardInterrupt:
-            pass
+def ctrl_c(swallowed=True):  # one whose KeyboardInterrupt is dropped, as XLA's compile may do
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        if not swallowed:
+            raise
 
-    def looping(argv):  # a long loop checks between its steps
-        swallowed()
-        for _ in range(3):
-            check_interrupt()
+def looping(argv):  # a long loop checks between its steps
+    ctrl_c()
+    for _ in range(3):
+        check_interrupt()
+    print("not stopped")
+
+def failing(argv):  # what the signal broke off fails
+    ctrl_c()
+    raise RuntimeError("broken off")
+
+def again(argv):  # a second Ctrl-C while the first one's clean-up runs
+    try:
+        ctrl_c(swallowed=False)
+    except KeyboardInterrupt:
+        print("cleaning up", flush=True)
+        ctrl_c()
         print("not stopped")
 
-    def returning(argv):
-        swallowed()
-        return OK
-
-    def failing(argv):  # what the signal broke off fails
-        swallowed()
-        raise RuntimeError("broken off")
-
-    def again(argv):  # a second Ctrl-C while the first one's clean-up runs
-        try:
-            signal.raise_signal(signal.SIGINT)
-        except KeyboardInterrupt:
-            print("cleaning up", flush=True)
-            signal.raise_signal(signal.SIGINT)
-            print("not stopped")
-        return OK
-
-    sys.exit(run_command("prog", globals()[sys.argv[1]], []))
-    """
-)
+returning = lambda argv: ctrl_c() or OK
+sys.exit(run_command("prog", globals()[sys.argv[1]], []))
+"""
 
 
 @pytest.mark.parametrize("main", ["looping", "returning", "failing", "again"])
 def test_a_ctrl_c_is_never_lost(main):
     """A Ctrl-C whose KeyboardInterrupt was dropped still stops the command with status 130 and
     one line, and a second one ends it at once."""
-    run = Running(["-c", RUN_COMMAND, main])
-    out, err = run.stop(timeout=60)
+    out, err = Running(["-c", RUN_COMMAND, main]).stop(timeout=60)
     assert (out, err) == (
         ("cleaning up\n", "") if main == "again" else ("", "\nprog: interrupted\n")
     )

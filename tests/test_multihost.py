@@ -70,9 +70,9 @@ sys.exit(finish(train.main(sys.argv[2:])))
 """
 
 # One interpreter with 4 devices: the forced device count kept, odd sizes refused, an iteration
-# on the mesh, train steps equal on 1 and 4 devices, the sharded buffer, exact resume on 4, and
-# resume 4 -> 2 -> 4 devices (a checkpoint, a resumable model file). Its straight run of two
-# iterations (checkpoints and straight.json in <workdir>/four) is the one the pair must equal.
+# on the mesh, train steps equal on 1 and 4 devices, the sharded buffer, exact resume on 4,
+# resume 4 -> 2 -> 4 devices. Its straight run of two iterations (checkpoints and straight.json
+# in <workdir>/four) is the one the pair must equal.
 FOUR_DEVICES = r"""
 import dataclasses, json, pathlib, sys
 
@@ -81,7 +81,7 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec
 
-from azjax import export, parallel, resume
+from azjax import parallel, resume
 from azjax.checkpoint import Checkpointer
 from azjax.config import load_config
 from azjax.loss import make_train_step
@@ -178,21 +178,9 @@ shards = moved.buffer.stored.value.addressable_shards
 assert {s.data.shape for s in shards} == {(value.shape[0] // 2,)}
 equal(moved.params, halfway.params)
 
-# 2 -> 4 devices: the 2-device checkpoint resumes through the entry point, and so does a
-# resumable model file of it, every position dealt to the 4 shards, its step and key carried.
+# 2 -> 4 devices: the 2-device checkpoint resumes through the entry point.
 checkpoint("two", moved)
 result = train_and_evaluate(config, workdir / "two", progress=False)
-assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
-piece = workdir / "piece.azjax"
-snapshot = resume.run_snapshot(workdir / "two", 1, 10**6)
-export.export_run(workdir / "two", piece, 1, snapshot=snapshot)
-carried = dataclasses.replace(config, train=dataclasses.replace(config.train, init_from=str(piece)))
-start, snapshot, _ = resume.start(carried)
-iteration, went_on = resume.from_snapshot(trainer, trainer.init(jax.random.key(9), start), snapshot)
-assert iteration == 1 and went_on.buffer.shards == 4
-assert positions(went_on.buffer) == positions(moved.buffer)
-equal((went_on.step, went_on.key), (moved.step, moved.key))
-result = train_and_evaluate(carried, workdir / "three", progress=False)
 assert result["iteration"] == 2 and np.isfinite(result["train/loss"]), result
 print("OK")
 """
@@ -208,88 +196,72 @@ def _env(devices: int, **extra: str) -> dict[str, str]:
     return {**env, **cache, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu", **extra}
 
 
-class Processes:
-    """`python -c SCRIPT ARGS...` processes started together in the repository, their stdout and
-    stderr in files under `tmp` ("{files}" in ARGS: the prefix of a process's own files)."""
-
-    def __init__(self, tmp: pathlib.Path) -> None:
-        self.tmp, self.procs = tmp, []
-
-    def start(self, script: str, args: list[str], env: dict[str, str]) -> None:
-        base = self.tmp / f"p{len(self.procs)}"
-        with open(f"{base}.out", "w") as out, open(f"{base}.err", "w") as err:
-            argv = [sys.executable, "-c", script, *(a.replace("{files}", str(base)) for a in args)]
-            self.procs.append(
-                (subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err), base)
-            )
-
-    def wait(self, status: int = 0, timeout: float = TIMEOUT) -> list[dict]:
-        """[{stdout, stderr, written}] of each, once all exit with `status` (else fails, naming
-        every process's output); written: the files the CHILD script lists."""
-        deadline = time.monotonic() + timeout
-        while any(p.poll() is None for p, _ in self.procs) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.kill()
-        results = []
-        for proc, base in self.procs:
-            written = pathlib.Path(f"{base}.written.json")
-            results.append(
-                {
-                    "status": proc.returncode,
-                    "stdout": "".join(  # without the collectives library's interleaved notices
-                        line
-                        for line in pathlib.Path(f"{base}.out").read_text().splitlines(True)
-                        if not line.startswith("[Gloo]")
-                        and "peer ranks" not in line
-                        and not line.strip().isdigit()
-                    ),
-                    "stderr": pathlib.Path(f"{base}.err").read_text(),
-                    "written": json.loads(written.read_text()) if written.exists() else None,
-                }
-            )
-        report = "\n".join(
-            f"--- {r['status']}\n{r['stdout'][-3000:]}\n{r['stderr'][-6000:]}" for r in results
-        )
-        assert all(r["status"] == status for r in results), report
-        return results
-
-    def kill(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+def _ours(text: str) -> str:
+    """Stdout without the collectives library's notices ("[Gloo] Rank 3 is connected to 3 peer
+    ranks"), whose pieces its threads interleave (a rank number can land on a line of its own)."""
+    lines = text.splitlines(True)
+    gloo = [x.startswith("[Gloo]") or "peer ranks" in x or x.strip().isdigit() for x in lines]
+    return "".join(x for x, theirs in zip(lines, gloo, strict=True) if not theirs)
 
 
 @pytest.fixture
-def processes(tmp_path):
-    """`processes(name)`: a new group under tmp_path/name; all are killed at the end."""
-    made = []
+def start(tmp_path):
+    """`start(name, script, args, env)`: `python -c SCRIPT ARGS...` in the repository, its output
+    in tmp_path/NAME.out and .err ("{files}" in ARGS: tmp_path/NAME); all killed at the end."""
+    started = []
 
-    def make(name: str) -> Processes:
-        (tmp_path / name).mkdir()
-        made.append(Processes(tmp_path / name))
-        return made[-1]
+    def run(name: str, script: str, args: list[str], env: dict[str, str]) -> tuple:
+        base = tmp_path / name
+        argv = [sys.executable, "-c", script, *(a.replace("{files}", str(base)) for a in args)]
+        with open(f"{base}.out", "w") as out, open(f"{base}.err", "w") as err:
+            started.append(
+                (subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err), base)
+            )
+        return started[-1]
 
-    yield make
-    for group in made:
-        group.kill()
+    yield run
+    for proc, _ in started:
+        proc.kill()
+        proc.wait()
 
 
-def pair(group: Processes, workdir: pathlib.Path, stop_1_at: int | None = None) -> list[dict]:
-    """Two processes of one run, started; process 1 sends itself a SIGTERM as it saves
-    iteration `stop_1_at`."""
+def finished(*procs: tuple, status: int = 0, timeout: float = TIMEOUT) -> list[dict]:
+    """Each process's status, stdout, stderr and the files it wrote (the CHILD script's list),
+    once all have ended with `status` within `timeout` seconds; else fails showing them all."""
+    deadline, results = time.monotonic() + timeout, []
+    for proc, base in procs:
+        try:
+            proc.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        written = pathlib.Path(f"{base}.written.json")
+        results.append(
+            {
+                "status": proc.returncode,
+                "stdout": _ours(pathlib.Path(f"{base}.out").read_text()),
+                "stderr": pathlib.Path(f"{base}.err").read_text(),
+                "written": json.loads(written.read_text()) if written.exists() else None,
+            }
+        )
+    shown = (f"--- {r['status']}\n{r['stdout'][-3000:]}\n{r['stderr'][-6000:]}" for r in results)
+    assert all(r["status"] == status for r in results), "\n".join(shown)
+    return results
+
+
+def pair(start, name: str, workdir: pathlib.Path, stop_1_at: int | None = None) -> list[tuple]:
+    """Two processes of one run; process 1 sends itself a SIGTERM saving iteration `stop_1_at`."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
-    argv = ["--config", str(TICTACTOE), "--workdir", str(workdir), "--quiet", *OVERRIDES]
+        cluster = {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{s.getsockname()[1]}"}
+    argv = ["{files}.written.json", "--config", str(TICTACTOE), "--workdir", str(workdir)]
+    argv += ["--quiet", *OVERRIDES]
+    procs = []
     for i in range(2):
         stop = {"STOP_AT_ITERATION": str(stop_1_at)} if i == 1 and stop_1_at else {}
-        cluster = {"JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2"}
-        group.start(
-            CHILD,
-            ["{files}.written.json", *argv],
-            _env(2, **cluster, JAX_PROCESS_ID=str(i), **stop),
-        )
+        env = _env(2, **cluster, JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(i), **stop)
+        procs.append(start(f"{name}{i}", CHILD, argv, env))
+    return procs
 
 
 def in_workdir(paths: list[str], workdir: pathlib.Path) -> set[str]:
@@ -302,9 +274,9 @@ def in_workdir(paths: list[str], workdir: pathlib.Path) -> set[str]:
     return rel
 
 
-def test_two_processes_train_resume_and_match_one_process(tmp_path, processes):
-    one = processes("four")  # the reference, meanwhile: one process, 4 devices, two iterations
-    one.start(FOUR_DEVICES, [str(tmp_path), str(TICTACTOE), *OVERRIDES], _env(4))
+def test_two_processes_train_resume_and_match_one_process(tmp_path, start):
+    # Meanwhile, the reference: one process with 4 devices training the two iterations straight.
+    one = start("four", FOUR_DEVICES, [str(tmp_path), str(TICTACTOE), *OVERRIDES], _env(4))
     workdir = tmp_path / "pod"
     workdir.mkdir()
 
@@ -312,18 +284,14 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, processes):
     # (none waits forever for process 0 at the first collective).
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}  # alive
     (workdir / "azjax.lock").write_text(json.dumps(holder))
-    busy = processes("busy")
-    pair(busy, workdir)
-    p0, p1 = busy.wait(1)
+    p0, p1 = finished(*pair(start, "busy", workdir), status=1)
     assert f"is in use by another run (process {os.getpid()}" in p0["stderr"], p0["stderr"]
     assert f"process 0 could not lock workdir {workdir}" in p1["stderr"], p1["stderr"]
     assert json.loads((workdir / "azjax.lock").read_text()) == holder  # left alone
     (workdir / "azjax.lock").unlink()
 
     # Iteration 1; a SIGTERM reaches process 1 alone as they save it: both stop once it is saved.
-    first = processes("first")
-    pair(first, workdir, stop_1_at=1)
-    p0, p1 = first.wait(INTERRUPTED)
+    p0, p1 = finished(*pair(start, "first", workdir, stop_1_at=1), status=INTERRUPTED)
     assert "2 process(es)" in p0["stdout"] and "4 cpu device(s)" in p0["stdout"], p0["stdout"]
     assert "interrupted at iteration 1; checkpoint saved" in p0["stdout"], p0["stdout"]
     assert "process(es)" not in p1["stdout"], p1["stdout"]  # the banner: process 0 only
@@ -336,9 +304,7 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, processes):
     assert any("process_1" in p for p in others), p1["written"]
 
     # A new pair resumes from checkpoint 1 and trains iteration 2.
-    second = processes("second")
-    pair(second, workdir)
-    q0, q1 = second.wait()
+    q0, q1 = finished(*pair(start, "second", workdir))
     assert q0["stdout"].count(f"resuming from iteration 1 in {workdir}") == 1, q0["stdout"]
     assert "done: 1 iterations" in q0["stdout"] and "resumed at iteration 1" in q0["stdout"]
     assert q1["stdout"].strip() == "", q1["stdout"]  # the banner and summary: process 0 only
@@ -351,7 +317,7 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path, processes):
 
     # The same run as one process on 4 devices: the same losses and parameters (not bit for
     # bit: the all-reduce across processes may add in another order, ~1e-7 apart).
-    assert "OK" in one.wait(timeout=900)[0]["stdout"]
+    assert "OK" in finished(one, timeout=900)[0]["stdout"]
     single = tmp_path / "four"
     expected = json.loads((single / "straight.json").read_text())
     for got, want in zip(records, expected, strict=True):
@@ -372,23 +338,17 @@ JAX_DECIDES = (None, None, None)
 @pytest.mark.parametrize(
     ("env", "joins"),
     [
-        ({}, None),
-        (
-            {"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"},
-            ("h:1", 4, 3),
-        ),
-        ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, None),  # salloc's shell
-        ({"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n1", "SLURM_NTASKS": "1"}, None),
-        ({"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NTASKS": "2"}, JAX_DECIDES),
-        ({"OMPI_COMM_WORLD_SIZE": "2"}, JAX_DECIDES),  # mpirun -n 2
-        ({"TPU_WORKER_HOSTNAMES": "t0,t1"}, JAX_DECIDES),  # a GKE TPU slice
-        ({"TPU_WORKER_HOSTNAMES": "t0"}, None),  # a TPU VM
-        ({"AZJAX_DISTRIBUTED": "1"}, JAX_DECIDES),
-        ({"AZJAX_DISTRIBUTED": "0", "JAX_COORDINATOR_ADDRESS": "h:1"}, None),
-        (
-            {"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "two"},
-            "'two' must be an integer",
-        ),
+        ("", None),
+        ("JAX_COORDINATOR_ADDRESS=h:1 JAX_NUM_PROCESSES=4 JAX_PROCESS_ID=3", ("h:1", 4, 3)),
+        ("SLURM_JOB_ID=7 SLURM_NTASKS=2", None),  # salloc's shell
+        ("SLURM_JOB_ID=7 SLURM_STEP_NODELIST=n1 SLURM_NTASKS=1", None),
+        ("SLURM_JOB_ID=7 SLURM_STEP_NODELIST=n[1-2] SLURM_NTASKS=2", JAX_DECIDES),
+        ("OMPI_COMM_WORLD_SIZE=2", JAX_DECIDES),  # mpirun -n 2
+        ("TPU_WORKER_HOSTNAMES=t0,t1", JAX_DECIDES),  # a GKE TPU slice
+        ("TPU_WORKER_HOSTNAMES=t0", None),  # a TPU VM
+        ("AZJAX_DISTRIBUTED=1", JAX_DECIDES),
+        ("AZJAX_DISTRIBUTED=0 JAX_COORDINATOR_ADDRESS=h:1", None),
+        ("JAX_COORDINATOR_ADDRESS=h:1 JAX_NUM_PROCESSES=two", "'two' must be an integer"),
     ],
 )
 def test_initialize_distributed_reads_the_environment(env, joins, monkeypatch):
@@ -397,7 +357,7 @@ def test_initialize_distributed_reads_the_environment(env, joins, monkeypatch):
     for key in list(os.environ):
         if key.startswith(("JAX_", "SLURM_", "OMPI_", "TPU_", "AZJAX_DISTRIBUTED")):
             monkeypatch.delenv(key)
-    for key, value in env.items():
+    for key, value in (item.split("=", 1) for item in env.split()):
         monkeypatch.setenv(key, value)
     calls = []
 

@@ -1,5 +1,6 @@
-"""Terminal play (`azjax-play`), driven through stdin: bad input, undo, hints, whole games, the
-saved record and Ctrl-C (bad command lines: tests/test_exit_status.py)."""
+"""Terminal play (`azjax-play`), driven through stdin, and the game under it (azjax.session):
+turns, bad input, undo, hints, whole games, the saved record and Ctrl-C (bad command lines:
+tests/test_exit_status.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import pytest
 from helpers import ROOT
 
 import games
+from azjax import session as session_module
 from azjax.cli import play
 from azjax.session import Session
 
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
 TTT = ["--game", "tictactoe", "--opponent", "random"]
+TTT_GAME = games.make("tictactoe")
 
 
 def tictactoe_outcome(moves: list[str]) -> str:
@@ -48,6 +51,54 @@ def drive(lines: str, human: int = 0, seed: int = 0, name: str = "tictactoe", **
 
 def agent_moves(text: str) -> list[str]:
     return re.findall(r"plays (\S+)\n", text)
+
+
+def _after(moves: list[int]):
+    state = TTT_GAME.init(jax.random.key(0))
+    for action in moves:
+        state = TTT_GAME.checked_step(state, action)
+    return state
+
+
+@pytest.mark.parametrize(
+    ("moves", "human", "result"),
+    [
+        ([0, 1, 2, 4, 3, 5, 7, 6, 8], 0, "draw"),
+        ([0, 1, 2, 4, 3, 5, 7, 6, 8], 1, "draw"),
+        ([0, 3, 1, 4, 2], 0, "win"),  # X takes the top row
+        ([0, 3, 1, 4, 2], 1, "loss"),
+        ([0, 3, 1, 4, 8, 5], 1, "win"),  # O takes the middle row
+    ],
+)
+def test_result_is_the_persons_view_of_the_end(moves, human, result):
+    game = Session(TTT_GAME, "random", human)
+    assert game.result() is None
+    game.states.append(_after(moves))
+    assert game.over and game.result() == result
+
+
+def test_a_person_moves_only_on_their_turn():
+    game = Session(TTT_GAME, "random", human=1)  # the agent opens; nothing moved yet
+    with pytest.raises(games.IllegalMoveError, match="it is not your turn"):
+        game.play(4)
+    game.reply()
+    assert game.human_to_move and game.play(game.game.legal_actions(game.state)[0]).by == "human"
+    game.states.append(_after([0, 3, 1, 4, 2]))
+    with pytest.raises(games.IllegalMoveError, match="the game is over"):
+        game.play(8)
+
+
+def test_advice_lists_the_top_moves_above_one_percent(monkeypatch):
+    game = Session(TTT_GAME, "random", human=0)
+    for policy, expected in [
+        ([0.6, 0.25, 0.1, 0.05, 0, 0, 0, 0, 0], ["1", "2", "3"]),  # the top three
+        ([0.0, 0.7, 0.0, 0.295, 0.005, 0, 0, 0, 0], ["2", "4"]),  # 0.5% is noise
+        ([0.0] * 8 + [0.004], ["9"]),  # all noise: the best one still
+    ]:
+        analysis = lambda state, key, p=policy: (np.array(p), 0.25)  # noqa: E731
+        monkeypatch.setattr(session_module, "compiled_analysis", lambda game, spec, a=analysis: a)
+        advice = game.advice()
+        assert [move for move, _ in advice.moves] == expected and advice.value == 0.25
 
 
 def test_bad_input_is_explained_and_the_game_goes_on():
@@ -139,31 +190,25 @@ def test_colour_only_when_asked():
 
 
 def test_command_line_game_and_saved_record(tmp_path):
-    save = tmp_path / "game.json"
-    moves = "\n".join(str(c) for c in itertools.islice(itertools.cycle(range(1, 8)), 200))
+    save, cache = tmp_path / "game.json", tmp_path / "cache"
     argv = ["--game", "connect4", "--opponent", "random", "--as", "second", "--seed", "2"]
     proc = subprocess.run(
         [sys.executable, "-m", "azjax.cli.play", *argv, "--save", str(save)],
-        input=moves + "\n",
+        input="\n".join(str(c) for c in itertools.islice(itertools.cycle(range(1, 8)), 200)),
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=600,
-        env={**os.environ, "AZJAX_JAX_CACHE": str(tmp_path / "cache")},
+        env={**os.environ, "AZJAX_JAX_CACHE": str(cache)},
     )
     assert proc.returncode == 0, proc.stderr
-    assert any((tmp_path / "cache").iterdir())  # the next game starts compiled
+    assert any(cache.iterdir())  # the next game starts compiled
     assert "\x1b[" not in proc.stdout  # not a terminal: plain text
     assert proc.stdout.startswith("connect4: you are O, random is X.")  # --as second
     assert proc.stdout.index("random (X) plays") < proc.stdout.index("Your move (O)")
-    assert re.search(r"(You win\.|You lose\.|Draw\.)\nMoves: ", proc.stdout)
-    record = json.loads(save.read_text())
-    assert record["game"] == "connect4" and record["opponent"] == "random"
-    game = games.make("connect4")
-    state = game.init(jax.random.key(0))
-    for move in record["moves"]:
-        state = game.checked_step(state, game.parse_action(move, state))
-    assert bool(state.terminated)
+    moves = re.search(r"(You win\.|You lose\.|Draw\.)\nMoves: (.*)\n", proc.stdout).group(2)
+    record = {"game": "connect4", "moves": moves.split(), "kwargs": {}, "opponent": "random"}
+    assert json.loads(save.read_text()) == record
 
 
 def test_the_game_is_the_opponent_models_when_not_named(tmp_path, monkeypatch, capsys):
@@ -204,9 +249,7 @@ def test_a_game_left_unfinished_is_saved(tmp_path, monkeypatch, capsys):
 def test_help_lists_every_notation_and_the_commands(capsys):
     with pytest.raises(SystemExit) as exit_info:
         play.main(["--help"])
-    assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert exit_info.value.code == 0 and all(f"{c}:" in text for c in ("undo", "hint", "quit"))
     for name in games.names():
         assert " ".join(games.make(name).notation_help().split()) in text, name
-    assert all(f"{command}:" in text for command in ("undo", "hint", "quit"))
-    assert "--as {first,second} play first (player 0) or second" in text

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import gc
 import json
 import os
 import pathlib
@@ -290,36 +289,6 @@ def test_command_line_server_names_a_busy_port():
     )
 
 
-def test_memory_stays_flat_under_load():
-    """100 new games and 400 moves against random (Tic-Tac-Toe, Chain Reaction 3x3, Othello 6x6
-    in turn), after a warm-up that compiles everything and fills the game store."""
-    status = pathlib.Path("/proc/self/status")
-    if not status.exists():
-        pytest.skip("no /proc/self/status: resident memory is read on Linux only")
-    kinds = [
-        ("tictactoe", {}),
-        ("chain_reaction", {"rows": 3, "cols": 3}),
-        ("othello", {"size": 6}),
-    ]
-
-    def load(client: TestClient, n_games: int, n_moves: int, seed: int) -> float:
-        """The resident memory in MB after the games."""
-        moves = 0
-        for i in range(n_games):
-            name, kwargs = kinds[i % len(kinds)]
-            view = new_game(client, game=name, kwargs=kwargs, seed=seed + i)
-            while not view["over"] and moves < n_moves * (i + 1) // n_games:
-                action = (clickable(view) or [b["action"] for b in view["buttons"]])[0]
-                view, moves = move(client, view, action).json(), moves + 1
-        gc.collect()
-        return int(re.search(r"VmRSS:\s+(\d+)", status.read_text()).group(1)) / 1024
-
-    with TestClient(create_app(None, analyse=False, max_games=32)) as client:
-        before = load(client, 40, 120, seed=10**6)
-        growth = load(client, 100, 400, seed=0) - before
-    assert growth < 30, f"resident memory grew by {growth:.0f} MB"
-
-
 def damage(run: pathlib.Path, step: int, part: str) -> None:
     """Overwrite the array data (`params`) or the JSON (`meta`) of one checkpoint."""
     for path in (run / "checkpoints" / str(step) / part).rglob("*"):
@@ -356,34 +325,6 @@ def test_damaged_checkpoints_are_not_offered(tmp_path):
         later = folder.stat().st_mtime_ns + 10**9
         os.utime(folder, ns=(later, later))
         assert app.find_runs(str(tmp_path))[0]["steps"] == [1]
-
-
-def test_serve_offers_more_games_on_request(runs, monkeypatch):
-    monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the test
-    serve.offer("pgx:tic_tac_toe, tictactoe")
-    with TestClient(create_app(str(runs), analyse=False)) as c:
-        listed = {g["name"] for g in c.get("/api/options").json()["games"]}
-        assert {"pgx:tic_tac_toe", "tictactoe"} <= listed
-        view = new_game(c, game="pgx:tic_tac_toe", human=0, seed=1)
-        moved = c.post(f"/api/games/{view['id']}/move", json={"action": 4, "ply": view["ply"]})
-        assert moved.status_code == 200 and moved.json()["ply"] == 2, moved.text  # and a reply
-    with pytest.raises(ValueError, match="unknown game 'nope'"):
-        serve.offer("nope")
-
-
-def test_zoo_models_are_labelled_by_a_figure_of_how_they_play_by_default(client):
-    zoo = client.get("/api/options").json()["zoo"]
-    assert zoo and all(model["label"] and len(model["label"]) <= 30 for model in zoo), zoo
-    connect4 = next(m for m in zoo if m["name"] == "connect4")
-    assert connect4["label"] == "solver best move 88%"  # the first figure on its card
-    assert connect4["strength"].startswith("solver best move 88.3%, result kept 98.3%, Pons ")
-    strength = {  # not the raw policy's figure, nor other simulations'
-        "policy-zoo:m vs alphabeta:4": {"agent": "policy-zoo:m", "score": 0.2},
-        "zoo:m:512 vs alphabeta:4": {"agent": "zoo:m:512", "score": 0.95},
-        "zoo:m vs mcts:100, 2 random opening plies": {"agent": "zoo:m", "score": 0.9},
-    }
-    assert app.headline_figure({"name": "m", "strength": strength}) == "90% vs mcts:100"
-    assert app.headline_figure({"name": "m", "strength": {}}) == ""
 
 
 def test_opponents_are_offered_for_their_own_board_size_only():

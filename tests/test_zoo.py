@@ -22,10 +22,10 @@ from starlette.testclient import TestClient
 
 import games
 from azjax import arena, export, model, session, zoo
-from azjax.card import make_card
 from azjax.cli import evaluate, play
 from azjax.cli.export import main as export_main
 from azjax.config import Config, GameConfig
+from azjax.export import make_card
 from azjax.network import NetworkConfig, init_params, make_network
 from azjax.web.app import create_app
 
@@ -137,22 +137,14 @@ def test_azjax_play_and_replay_default_to_the_zoo_model(tmp_path, monkeypatch, c
 
 
 def test_browser_server_offers_zoo_models_without_runs():
+    """Each with its game's size and whether it is that game's default (playing them, and the
+    other doors to every kind of model: tests/test_model.py)."""
     with TestClient(create_app(None, analyse=False)) as client:
-        listed = client.get("/api/options").json()["zoo"]
         same = {"kwargs": {}, "label": "", "strength": "-", "default": True}
-        assert listed == [
+        assert client.get("/api/options").json()["zoo"] == [
             {"name": "c4", "game": "connect4", **same},
             {"name": "tictactoe", "game": "tictactoe", **same},
         ]
-        body = {"game": "tictactoe", "opponent": "zoo:tictactoe", "human": 1}
-        response = client.post("/api/games", json=body)
-        assert response.status_code == 201, response.text
-        view = response.json()
-        assert view["opponent"] == "zoo:tictactoe" and view["ply"] == 1  # it opened
-        hint = client.post(f"/api/games/{view['id']}/hint", json={"ply": 1})
-        assert hint.status_code == 200 and hint.json()["moves"]
-        body = {"game": "tictactoe", "opponent": "policy-zoo:tictactoe"}
-        assert client.post("/api/games", json=body).status_code == 201
         response = client.post("/api/games", json={"game": "tictactoe", "opponent": "zoo:c4"})
         assert response.status_code == 400 and "unknown opponent" in response.json()["error"]
 

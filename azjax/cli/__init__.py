@@ -1,13 +1,12 @@
-"""Command-line entry points (`azjax-train`, `azjax-eval`, `azjax-play`, `azjax-serve`,
-`azjax-export`) and what they share: the compilation cache, signals and exit statuses.
+"""The command lines (`azjax-train`, `-eval`, `-play`, `-serve`, `-export`) and what they share:
+the compilation cache, signals and exit statuses.
 
-Every command ends with one of four exit statuses. 0: it did its work. 2: bad input of any kind
-(an option, a value, a file, a config, a checkpoint or a model it cannot use, a workdir that is
-a file or not the user's to write), said in one line on stderr before anything is compiled. 1:
-it failed while working (a workdir in use, a full or failing disk, a diverged run, a port in
-use). 130: Ctrl-C or SIGTERM stopped it; what was finished is kept (training's checkpoint, a
-match's whole batches, a ladder's matches), one line says so, and a second signal ends the
-command at once (training first finishes a checkpoint it is writing).
+0: done. 2: bad input of any kind (an option, value, file, config, checkpoint or model it cannot
+use, a workdir it may not write), said in one line on stderr before anything is compiled. 1:
+failed while working (a workdir in use, a full disk, a diverged run, a port in use). 130: Ctrl-C
+or SIGTERM; what was finished is kept (training's checkpoint, a match's whole batches, a
+ladder's matches), one line says so, and a second signal ends the command at once (training
+first finishes a checkpoint it is writing).
 """
 
 from __future__ import annotations
@@ -56,12 +55,9 @@ def run_command(
 ) -> int | None:
     """`main(argv)`'s status, SIGINT and SIGTERM raising KeyboardInterrupt in it (reported in
     one line as INTERRUPTED); a second signal, or one after `stopped()`, ends the process at once.
-
-    After a signal the process ends without Python's teardown (`leave`): XLA compiles and
-    computes on threads of its own that a KeyboardInterrupt does not stop, and tearing the
-    runtime down under them crashes. `argv` None (the program's own command line): signals
-    during the teardown that follows end the process at once too.
-    """
+    After a signal the process ends without Python's teardown (`leave`), which would crash under
+    XLA's threads, still compiling or computing. `argv` None (the program's own command line):
+    signals during the teardown that follows end the process at once too."""
     global _signals
     signals = _signals = _Signals()
     leaving = argv is None

@@ -1,25 +1,19 @@
 """The browser-play server: one static page and a small JSON API (Starlette).
 
-    GET  /api/options                 games, sizes, opponents (baselines, zoo, checkpoints)
-    POST /api/games                   {"game", "kwargs", "opponent", "human": 0|1} -> a new game
-    GET  /api/games/{id}              the game's current view
-    POST /api/games/{id}/move         {"action": int, "ply": int} -> the view after the reply
-    POST /api/games/{id}/undo         {"ply": int}
-    POST /api/games/{id}/hint         {"ply": int} -> an analysis of your position, by the
-                                      game's `analyst` (a checkpoint's search, else pure MCTS)
-    POST /api/warm                    {"game", "kwargs", "opponent"} -> compile that opponent
-                                      in the background (the page asks when one is chosen)
+    GET  /api/options            games, sizes, opponents (baselines, zoo, checkpoints)
+    POST /api/games              {"game", "kwargs", "opponent", "human": 0|1} -> a new game
+    GET  /api/games/{id}         the game's current view
+    POST /api/games/{id}/move    {"action": int, "ply": int} -> the view after the reply
+    POST /api/games/{id}/undo    {"ply": int}
+    POST /api/games/{id}/hint    {"ply": int} -> an analysis of your position by the `analyst`
+    POST /api/warm               {"game", "kwargs", "opponent"} -> compile it in the background
 
-Legal moves with no click target on the board's drawing (Othello's pass; every move of a pgx
-game, drawn by pgx) are offered as `buttons`, which the page lists as buttons or, when there
-are many, as one menu.
-
-`ply` is the number of moves the page has seen; a request made on an older position is refused
-(409) so that two tabs cannot play over each other. Every error is a JSON body
-`{"error": message}` with a 4xx status. Games are independent (one lock each); agents are
-compiled once per (game, spec) and shared by all games; `view["ready"]` says whether the
-opponent has moved on this server before (else its first move compiles it), and the server can
-compile the usual opponents ahead (`create_app(warm_up=True)`).
+`ply` is the number of moves the page has seen: a request on an older position is refused (409),
+so that two tabs cannot play over each other. Errors are `{"error": message}` with a 4xx status.
+Legal moves with no click target on the board (Othello's pass, pgx games) come as `buttons`.
+Games are independent (one lock each); agents are compiled once per (game, spec) and shared;
+`view["ready"]` says whether the opponent has moved on this server before (else its first move
+compiles it); `create_app(warm_up=True)` compiles each game's default opponent ahead.
 """
 
 from __future__ import annotations
@@ -45,9 +39,9 @@ from starlette.staticfiles import StaticFiles
 
 import games
 from azjax import agents, checkpoint, zoo
-from azjax.card import headline
 from azjax.checks import check_seed, size_values
 from azjax.config import config_to_dict
+from azjax.export import headline
 from azjax.model import load as load_model
 from azjax.session import Advice, Ply, Session, default_opponent
 from games import IllegalMoveError, svg
@@ -67,9 +61,6 @@ def sizes(name: str) -> dict[str, tuple[int, tuple[int, ...]]]:
 def default_kwargs(name: str) -> dict[str, int]:
     """Game `name`'s default size keywords (none for a game this azjax does not have)."""
     return {k: d for k, (d, _) in sizes(name).items()} if name in games.names() else {}
-
-
-# ----------------------------------------------------------------------------- requests
 
 
 def _depth(data: Any) -> int:
@@ -144,9 +135,6 @@ def game_kwargs(name: str, given: dict) -> dict[str, int]:
         if isinstance(value, bool) or value not in values:
             raise HTTPException(400, f"{name} {key} must be one of {list(values)}, got {value!r}")
     return out
-
-
-# ----------------------------------------------------------------------------- opponents
 
 
 _CHECKED: dict[tuple[str, int], dict[str, Any] | None] = {}
@@ -243,9 +231,6 @@ def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> 
     return specs
 
 
-# ----------------------------------------------------------------------------- compiling
-
-
 _READY: set[tuple[games.Game, str]] = set()  # (game, spec) of agents that have moved here
 _READY_LOCK = threading.Lock()
 _WARMING: list[threading.Thread] = []
@@ -291,9 +276,6 @@ def _stop_warming() -> None:
     _STOP_WARMING.set()
     for thread in _WARMING:
         thread.join()
-
-
-# ----------------------------------------------------------------------------- views
 
 
 class BrowserGame:
@@ -366,9 +348,6 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         "new": [_ply(session, p, i) for i, p in enumerate(session.plies) if i >= first_new],
         "analysis": analysis,
     }
-
-
-# ----------------------------------------------------------------------------- the app
 
 
 def create_app(

@@ -18,7 +18,7 @@ from typing import Any
 
 import games
 from azjax import export
-from azjax.card import card_game, headline
+from azjax.export import card_game, headline
 
 ENV = "AZJAX_ZOO_DIR"
 
