@@ -16,17 +16,12 @@ import dataclasses
 import pathlib
 from typing import Any
 
-import jax
-
 from azjax import checkpoint, export, zoo
-from azjax.card import card_game
 from azjax.checks import size_kwargs
 from azjax.config import Config
-from azjax.network import init_params, make_network
+from azjax.network import make_network
 from azjax.specs import Source, parse_source, source_takes_no_simulations
 from games.core import Game
-
-Params = Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +30,7 @@ class Model:
 
     config: Config  # the run's resolved config: game, network, search
     network: Any  # the flax module of `config.network` for `config.game`
-    params: Params
+    params: Any
     card: dict[str, Any] | None  # a model file's card; None for a checkpoint
     name: str  # the source as agents name it: WORKDIR@STEP, FILE.azjax or zoo:NAME
     step: int | None = None  # the checkpoint's iteration, or the one its card names
@@ -43,11 +38,6 @@ class Model:
     @property
     def game(self) -> Game:
         return self.config.game.make()
-
-
-def _file(source: Source) -> pathlib.Path:
-    """The model file of a `file` or `zoo` source."""
-    return zoo.path(source.path) if source.kind == "zoo" else pathlib.Path(source.path)
 
 
 def run_directory(source: Source) -> str:
@@ -63,7 +53,9 @@ def run_directory(source: Source) -> str:
 def model_file(text: str) -> pathlib.Path | None:
     """The model file a source names (a zoo model's is in the zoo's folder); None for a run."""
     source = parse_source(text)
-    return None if source.kind == "run" else _file(source)
+    if source.kind == "run":
+        return None
+    return zoo.path(source.path) if source.kind == "zoo" else pathlib.Path(source.path)
 
 
 def game_of(text: str) -> Game:
@@ -72,8 +64,8 @@ def game_of(text: str) -> Game:
     source = parse_source(text)
     if source.kind == "run":
         return checkpoint.read_config(run_directory(source), source.step).game.make()
-    card = zoo.card(source.path) if source.kind == "zoo" else export.read_card(source.path)
-    return card_game(card)
+    zoo_model = source.kind == "zoo"
+    return export.card_game(zoo.card(source.path) if zoo_model else export.read_card(source.path))
 
 
 def _label(model: Model) -> str:
@@ -92,8 +84,7 @@ def _game(game: Game) -> str:
 
 
 def _net(config: Config) -> str:
-    n = config.network
-    return f"a {n.blocks}x{n.channels} net of {_game(config.game.make())}"
+    return f"a {config.network.blocks}x{config.network.channels} net of {_game(config.game.make())}"
 
 
 def check(model: Model, game: Game | None = None, config: Config | None = None) -> None:
@@ -101,13 +92,8 @@ def check(model: Model, game: Game | None = None, config: Config | None = None) 
     or, given the `config` of a run, for another game or network shape than that run's."""
     if config is not None:
         game = config.game.make()
-        network = make_network(game, config.network)
-        expected = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
-
-        def shapes(tree: Any) -> tuple:
-            return jax.tree.structure(tree), [x.shape for x in jax.tree.leaves(tree)]
-
-        if model.game is not game or shapes(model.params) != shapes(expected):
+        shape = export.shapes(export.abstract_params(config))
+        if model.game is not game or export.shapes(model.params) != shape:
             raise ValueError(
                 f"{_label(model)} is {_net(model.config)}; expected {_net(config)} "
                 "(the same game and network shape)"
@@ -131,7 +117,7 @@ def load(text: str, game: Game | None = None, config: Config | None = None) -> M
         trained, params = checkpoint.load_for_inference(path, step)
         card, name = None, f"{path}@{step}"
     else:
-        trained, params, card = export.load_model(_file(source))
+        trained, params, card = export.load_model(model_file(text))
         step = card.get("iteration") if isinstance(card.get("iteration"), int) else None
         name = f"zoo:{source.path}" if source.kind == "zoo" else source.path
     network = make_network(trained.game.make(), trained.network)

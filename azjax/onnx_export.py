@@ -19,13 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from azjax.card import ModelError
 from azjax.checks import WriteFailure, write_error
 from azjax.config import Config, config_to_dict
-from azjax.export import check_suffix, write_atomically
+from azjax.export import ModelError, check_suffix, write_atomically
 from azjax.network import make_network
 
-Params = Any
 # The largest absolute difference between onnxruntime's outputs and JAX's (float32 logits and
 # value on random positions) that an export accepts; the exported networks agree to ~1e-6.
 TOLERANCE = 1e-3
@@ -42,13 +40,9 @@ def _float32_network(config: Config) -> tuple[Any, Any]:
 
 
 def _onnx_plugins() -> None:
-    """Register jax2onnx's plugins for JAX primitives and flax modules only.
-
-    jax2onnx 0.17 imports every plugin tree before its first conversion; its equinox tree
-    builds example modules at import time, which costs about 30 s of compilation on a small
-    CPU. azjax's networks are flax modules over plain JAX primitives, so only those two trees
-    are imported (without the flax tree, its `jnp.shape` patch fails on the symbolic batch).
-    """
+    """Register jax2onnx's plugins for JAX primitives and flax modules only: importing them all
+    (jax2onnx 0.17 does before its first conversion) builds equinox examples, ~30 s on a small
+    CPU. The flax tree is needed too: its `jnp.shape` patch handles the symbolic batch."""
     import jax2onnx.plugins  # optional (the export extra), and slow to import
     from jax2onnx.plugins import plugin_system  # the same
 
@@ -61,20 +55,19 @@ def _onnx_plugins() -> None:
 
 def export_onnx(
     config: Config,
-    params: Params,
+    params: Any,
     out: str | pathlib.Path,
     batch: int | None = None,
     card: Mapping[str, Any] | None = None,
 ) -> None:
     """Write the network as ONNX: input `obs` float32 [B, *observation_shape], outputs `logits`
     float32 [B, num_actions] and `value` float32 [B]; B is symbolic unless `batch` is given.
+    The config, and `card` when given, go into the model's metadata.
 
-    The graph computes in float32 whatever `network.dtype` the run trained with. The network
-    picks its 3x3 convolution with `lax.platform_dependent`, which jax2onnx cannot lower, so the
-    network is traced on the CPU with compile-time evaluation: the platform is resolved while
-    tracing and the CPU form (the native convolution with im2col's gradients: ONNX `Conv`
-    nodes) is exported, over the same parameters. The config, and `card` when given, go into
-    the model's metadata.
+    The graph computes in float32. The network picks its 3x3 convolution with
+    `lax.platform_dependent`, which jax2onnx cannot lower, so it is traced on the CPU with
+    compile-time evaluation: the CPU form (ONNX `Conv` nodes) is exported, over the same
+    parameters.
     """
     try:
         from jax2onnx import to_onnx  # optional (the export extra), and slow to import
@@ -83,12 +76,8 @@ def export_onnx(
             "ONNX export needs jax2onnx and onnxruntime: pip install 'azjax[export]' and then "
             "pip install --no-deps 'jax2onnx>=0.17,<0.18' (see docs/models.md#onnx)"
         ) from None
-    out = pathlib.Path(out)
-    check_suffix(out, ".onnx")
     if batch is not None and batch < 1:
         raise ModelError(f"ONNX batch size must be >= 1 (or symbolic), got {batch}")
-    if not out.parent.is_dir():
-        raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
     game, network = _float32_network(config)
     cpu = jax.devices("cpu")[0]
     params = jax.device_put(jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params), cpu)
@@ -112,12 +101,12 @@ def export_onnx(
     for key, value in metadata.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
-    write_atomically(out, model.SerializeToString())
+    write_atomically(pathlib.Path(out), model.SerializeToString())
 
 
 def write_checked_onnx(
     config: Config,
-    params: Params,
+    params: Any,
     out: str | pathlib.Path,
     batch: int | None = None,
     card: Mapping[str, Any] | None = None,
@@ -129,7 +118,7 @@ def write_checked_onnx(
     check_suffix(out, ".onnx")
     if not out.parent.is_dir():
         raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
-    unchecked = out.with_name(f"{out.name[: -len('.onnx')]}.unchecked.onnx")
+    unchecked = out.with_name(f"{out.name.removesuffix('.onnx')}.unchecked.onnx")
     try:
         export_onnx(config, params, unchecked, batch, card)
         difference = check_onnx(unchecked, config, params)
@@ -149,7 +138,7 @@ def write_checked_onnx(
 
 
 def check_onnx(
-    path: str | pathlib.Path, config: Config, params: Params, positions: int = 64, seed: int = 0
+    path: str | pathlib.Path, config: Config, params: Any, positions: int = 64, seed: int = 0
 ) -> float:
     """The largest absolute difference between onnxruntime's outputs for the ONNX model at
     `path` and the network's, over random 0/1 observations (`positions` of them, or the
@@ -163,6 +152,4 @@ def check_onnx(
     obs = np.asarray(jax.random.bernoulli(jax.random.key(seed), 0.3, shape), np.float32)
     logits, value = session.run(["logits", "value"], {"obs": obs})
     want_logits, want_value = network.apply(params, obs)
-    return float(
-        max(np.abs(logits - want_logits).max(), np.abs(value - np.asarray(want_value)).max())
-    )
+    return float(max(np.abs(logits - want_logits).max(), np.abs(value - want_value).max()))

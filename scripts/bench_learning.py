@@ -41,7 +41,6 @@ import numpy as np
 from bench import device_description, write_report
 
 from azjax import agents, arena, parallel, referees, resume
-from azjax.card import run_figures
 from azjax.checkpoint import list_steps, load_for_inference
 from azjax.config import (
     Config,
@@ -51,6 +50,7 @@ from azjax.config import (
     config_to_dict,
     load_config,
 )
+from azjax.export import run_figures
 from azjax.network import make_network
 from azjax.train import gate
 from azjax.trainer import make_trainer

@@ -17,9 +17,9 @@ import pytest
 from helpers import write_tiny_run
 
 from azjax import checkpoint, export, onnx_export, zoo
-from azjax.card import card_path, headline, run_figures
 from azjax.cli.export import main
 from azjax.config import Config, GameConfig, config_to_dict
+from azjax.export import card_path, headline, run_figures
 from azjax.network import NetworkConfig, init_params, make_network
 
 METRICS = [

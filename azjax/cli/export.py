@@ -9,8 +9,8 @@
     azjax-export --card-only azjax/zoo/NAME.azjax --strength m.json  # a zoo model's (not zoo:NAME)
 
 A model file holds the parameters, the run's config and a model card, also written beside it as
-NAME.card.json (see azjax.export); `azjax.export.load_model` reads it without orbax or the run.
-`--strength` takes the `--json` output of `azjax-eval --a MODEL --b OPPONENT` or `--solver`.
+NAME.card.json (see azjax.export). `--strength` takes the `--json` output of `azjax-eval --a
+MODEL --b OPPONENT` or `--solver`.
 """
 
 from __future__ import annotations
@@ -36,39 +36,36 @@ def _parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "source",
         metavar="SOURCE",
         help=f"a run, WORKDIR[@STEP]; for ONNX any model: {SOURCE_HELP}; for --card-only a "
         "model file (FILE.azjax, also a zoo's file: zoo:NAME is refused)",
     )
-    parser.add_argument("--step", type=int, help="checkpoint iteration (default: the newest)")
-    parser.add_argument("--out", type=pathlib.Path, help="NAME.azjax, or NAME.onnx for ONNX")
-    parser.add_argument("--format", choices=("azjax", "onnx"), default="azjax")
-    parser.add_argument(
-        "--dtype", choices=("float32", "bfloat16"), default="float32", help="parameter storage"
-    )
-    parser.add_argument("--batch", type=int, help="ONNX: a fixed batch size (default symbolic)")
-    parser.add_argument(
-        "--command", help="card: how the run was trained (with --card-only: replaces it)"
-    )
-    parser.add_argument(
+    add("--step", type=int, help="checkpoint iteration (default: the newest)")
+    add("--out", type=pathlib.Path, help="NAME.azjax, or NAME.onnx for ONNX")
+    add("--format", choices=("azjax", "onnx"), default="azjax")
+    add("--dtype", choices=("float32", "bfloat16"), default="float32", help="parameter storage")
+    add("--batch", type=int, help="ONNX: a fixed batch size (default symbolic)")
+    add("--command", help="card: how the run was trained (with --card-only: replaces it)")
+    add(
         "--device",
         help="card: what it was trained on, e.g. '1x H100' (with --card-only: replaces it)",
     )
-    parser.add_argument(
+    add(
         "--simulations",
         type=int,
         metavar="N",
         help="the search simulations the model plays with by default (default: the run's "
         "evaluation simulations; with --card-only: changes them)",
     )
-    parser.add_argument(
+    add(
         "--card-only",
         action="store_true",
         help="SOURCE is a model file: rewrite its card (NAME.card.json), filing any --strength",
     )
-    parser.add_argument(
+    add(
         "--strength",
         action="append",
         default=[],
@@ -76,18 +73,17 @@ def _parser() -> argparse.ArgumentParser:
         metavar="EVAL.json",
         help="with --card-only: an azjax-eval --json result to file in the card (repeatable)",
     )
-    parser.add_argument(
+    add(
         "--resumable",
         nargs="?",
         const=RESUMABLE_POSITIONS,
         type=int,
         metavar="N",
         help="also store where the run stopped (iteration, optimizer and learning-rate schedule, "
-        "metrics, the newest N replay positions; default "
-        f"{RESUMABLE_POSITIONS:,}), so that train.init_from=OUT continues the run on another "
-        "machine",
+        f"metrics, the newest N replay positions; default {RESUMABLE_POSITIONS:,}), so that "
+        "train.init_from=OUT continues the run on another machine",
     )
-    parser.add_argument(
+    add(
         "--force",
         action="store_true",
         help="overwrite an existing --out (and its card, with any strength figures filed in it)",
@@ -95,38 +91,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _source(args: argparse.Namespace) -> str:
-    """The model source: SOURCE, with --step folded in (WORKDIR@STEP)."""
-    if args.step is None:
-        return args.source
-    source = parse_source(args.source)
-    if source.kind != "run":
-        raise ValueError(f"--step is for a run directory, not the model {args.source}")
-    if source.step is not None:
-        raise ValueError(f"{args.source} names its step already: drop --step {args.step}")
-    return f"{source.path}@{args.step}"
-
-
-def _misplaced(args: argparse.Namespace) -> str | None:
-    """The first option given that this export would ignore, saying why; None if none."""
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why this command line is refused before any work (options that do not go together)."""
+    if args.strength and not args.card_only:
+        return "--strength needs --card-only"
     if args.card_only:  # SOURCE's card is rewritten in place
         given = {"--out": args.out, "--step": args.step, "--batch": args.batch}
         given["--dtype"] = args.dtype if args.dtype != "float32" else None
         given["--format"] = args.format if args.format != "azjax" else None
-        for option, value in given.items():
-            if value is not None:
-                return f"{option} does not apply to --card-only, which rewrites SOURCE's own card"
-        return None
-    if args.batch is not None and args.format != "onnx":
+        if option := next((o for o, value in given.items() if value is not None), None):
+            return f"{option} does not apply to --card-only, which rewrites SOURCE's own card"
+    elif args.batch is not None and args.format != "onnx":
         return "--batch is for --format onnx (a model file holds no batch size)"
-    if args.dtype != "float32" and args.format == "onnx":
+    elif args.dtype != "float32" and args.format == "onnx":
         return "--dtype is for a model file: ONNX stores and computes in float32"
     return None
 
 
 def _card_only(args: argparse.Namespace) -> None:
     from azjax import export, model  # flax, orbax: loaded after --help
-    from azjax.card import card_path, headline  # the same
 
     file = model.model_file(args.source)
     if file is None:
@@ -157,51 +140,46 @@ def _card_only(args: argparse.Namespace) -> None:
         card = export.record_strength(args.source, result)
     if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
         card = export.write_card(args.source)
-    print(f"wrote {card_path(args.source)}: {headline(card)}")
+    print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
 
 
 def _export(args: argparse.Namespace) -> int:
     """Write the model file or ONNX graph; the command's status."""
     from azjax import export, model, onnx_export, resume  # flax, orbax: loaded after --help
-    from azjax.card import card_path  # the same
 
     if args.out is None:
         raise ValueError("--out is needed: NAME.azjax, or NAME.onnx with --format onnx")
-    source = _source(args)
+    text = args.source
+    if args.step is not None:  # folded into SOURCE: WORKDIR@STEP
+        source = parse_source(text)
+        if source.kind != "run":
+            raise ValueError(f"--step is for a run directory, not the model {args.source}")
+        if source.step is not None:
+            raise ValueError(f"{args.source} names its step already: drop --step {args.step}")
+        text = f"{source.path}@{args.step}"
     if args.out.exists() and not args.force:
         raise ValueError(
             f"{args.out} exists (with any strength figures filed in its card); "
             "give another --out, or --force to overwrite it"
         )
     if args.format == "azjax":
-        run = parse_source(source)
-        if run.kind != "run":
+        if (run := parse_source(text)).kind != "run":
             raise ValueError(f"{args.source} is already a model file; give a run directory")
-        workdir, snapshot = model.run_directory(run), None
+        workdir, snapshot, carried = model.run_directory(run), None, ""
         if args.resumable is not None:
             snapshot = resume.run_snapshot(workdir, run.step, args.resumable)
-        card = export.export_run(
-            workdir,
-            args.out,
-            run.step,
-            args.dtype,
-            args.command,
-            args.device,
-            args.simulations,
-            snapshot,
-        )
-        carried = ""
-        if snapshot is not None:
             positions = len(snapshot["replay"][0]) if snapshot["replay"] else 0
             carried = f", resumable with {positions:,} replay positions"
+        card_args = (args.dtype, args.command, args.device, args.simulations, snapshot)
+        card = export.export_run(workdir, args.out, run.step, *card_args)
         print(
             f"wrote {args.out} (iteration {card['iteration']}, {card['parameters']} parameters "
-            f"stored as {args.dtype}{carried}) and {card_path(args.out)}"
+            f"stored as {args.dtype}{carried}) and {export.card_path(args.out)}"
         )
         return OK
     if args.simulations is not None:
         raise ValueError("--simulations is for a model file: ONNX holds the network alone")
-    found = model.load(source)
+    found = model.load(text)
     try:
         difference = onnx_export.write_checked_onnx(
             found.config, found.params, args.out, args.batch, found.card
@@ -220,10 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 def _main(argv: Sequence[str] | None) -> int:
     load_game_modules("azjax-export")
     args = _parser().parse_args(argv)
-    if args.strength and not args.card_only:
-        return bad_input("azjax-export", "--strength needs --card-only")
-    if misplaced := _misplaced(args):
-        return bad_input("azjax-export", misplaced)
+    if refusal := _refusal(args):
+        return bad_input("azjax-export", refusal)
     use_compilation_cache()
     try:
         if args.simulations is not None:
