@@ -36,7 +36,6 @@ class Reference:
         self.owner = [None if v == 0 else int(v < 0) for v in flat]
         self.placed = [self.orbs(0) > 0, self.orbs(1) > 0]
         self.levels: list[np.ndarray] = []  # signed boards of the last move, one per level
-        self.firings: list[int] = []  # explosions per cell during the last move
 
     def orbs(self, player: int) -> int:
         return sum(c for c, o in zip(self.count, self.owner, strict=True) if o == player)
@@ -65,7 +64,7 @@ class Reference:
         self.placed[me] = True
         self.count[cell] += 1
         self.owner[cell] = me
-        self.levels, self.firings = [self.board()], [0] * len(self.count)
+        self.levels = [self.board()]
 
         def critical(c: int) -> bool:
             return self.count[c] >= len(self.neighbours[c])
@@ -79,7 +78,6 @@ class Reference:
             while frontier:
                 c = frontier.popleft()
                 self.count[c] -= len(self.neighbours[c])
-                self.firings[c] += 1
                 if self.count[c] == 0:
                     self.owner[c] = None
                 for nb in self.neighbours[c]:
@@ -161,8 +159,7 @@ def long_chain_positions(rows: int, cols: int, count: int, seed: int):
 @pytest.mark.parametrize(("rows", "cols"), [(2, 2), (3, 4), (6, 9), (12, 12)])
 def test_long_chains_match_reference_and_stay_far_under_the_bound(rows, cols):
     """Batched (over 64 boards: the compacting vmap rule), one at a time and as
-    `chain_levels`; the argument behind `max_chain_levels` holds on every chain, and the
-    bounds are the board's."""
+    `chain_levels`; the chains stay far under `max_chain_levels`, a bound of the board."""
     game = games.make("chain_reaction", rows=rows, cols=cols)
     cases = long_chain_positions(rows, cols, 100, seed=rows * cols)
     start = jax.tree.map(lambda *xs: jnp.stack(xs), *[make_state(b, p) for b, p, _ in cases])
@@ -177,12 +174,6 @@ def test_long_chains_match_reference_and_stay_far_under_the_bound(rows, cols):
             assert_matches(game.step(make_state(board, player), action), ref, where)
         levels = game.chain_levels(make_state(board, player), action)
         np.testing.assert_array_equal(np.stack(levels), np.stack(ref.levels), err_msg=where)
-        # While a cell stays unfired, no cell fires more than diameter * orbs times; a chain
-        # that settles leaves a cell unfired.
-        if min(ref.firings) == 0:
-            assert max(ref.firings) <= (rows + cols - 2) * (np.abs(board).sum() + 1), where
-        else:
-            assert ref.winner is not None, where
         longest = max(longest, len(ref.levels) - 1)
     assert len(cases) > 64
     assert longest >= rows + cols - 2, "the built positions should produce long chains"
@@ -213,7 +204,7 @@ def test_the_accelerator_loop_matches_the_compacting_loop():
 
 def test_nested_vmap_matches_flat_vmap():
     game = games.make("chain_reaction", rows=5, cols=5)
-    actions, states = random_trajectories(game, jax.random.key(3), 64, game.max_game_length)
+    actions, states = random_trajectories(game, jax.random.key(3), 96, game.max_game_length)
     flat, acts = index(states, slice(0, -1, 4)), actions[::4]
     expected = jax.jit(jax.vmap(jax.vmap(game.step)))(flat, acts)
     merged = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), (flat, acts))
@@ -264,7 +255,7 @@ def test_sizes_notation_and_render():
 
 def test_heuristic_is_the_orb_difference_and_counts_the_orbs():
     game = games.make("chain_reaction", rows=3, cols=4)
-    states = live_positions(game, jax.random.key(3), 64, game.max_game_length)
+    states = live_positions(game, jax.random.key(3), 96, game.max_game_length)
     boards = np.asarray(jax.vmap(game.board)(states))
     assert (boards < -1).any() and (boards > 1).any()
     for board, value in zip(boards[::5], heuristics(game, states)[::5], strict=True):

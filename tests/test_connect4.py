@@ -24,12 +24,6 @@ LINES = [
 ]
 
 
-def _spiel_board(ref) -> np.ndarray:
-    """OpenSpiel's printed board (x = player 0, top row first) as a signed array."""
-    rows = str(ref).split()
-    return np.array([[{"x": 1, "o": -1, ".": 0}[ch] for ch in row] for row in rows])
-
-
 @pytest.fixture(scope="module")
 def game():
     return games.make("connect4")
@@ -53,7 +47,9 @@ def _win_along(line, winner: int, spiel, rng) -> list[int]:
                 action = int(rng.choice(quiet or others or ready))
             ref.apply_action(action)
             heights[action] += 1
-        board = _spiel_board(ref)
+        board = np.array(
+            [[{"x": 1, "o": -1, ".": 0}[ch] for ch in row] for row in str(ref).split()]
+        )
         sign = 1 if winner == 0 else -1
         complete = [i for i, other in enumerate(LINES) if all(board[p] == sign for p in other)]
         if ref.returns()[winner] == 1 and complete == [LINES.index(line)]:

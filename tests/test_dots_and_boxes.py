@@ -79,7 +79,7 @@ def test_notation_names_the_same_lines_as_openspiel(rows, cols):
         assert game.parse_action(f" {kind.upper()}{int(r) + 1}, {int(c) + 1} ") == action
 
 
-def test_notation_refuses_bad_and_illegal_moves():
+def test_bad_moves_and_sizes_are_refused():
     game = games.make("dots_and_boxes", rows=2, cols=2)
     for bad in ["h 0 1", "h 4 1", "h 1 3", "v 3 1", "v 1 4", "d 1 1", "h 1", "h 1 1 1"]:
         with pytest.raises(games.IllegalMoveError, match="is not a move"):
@@ -88,21 +88,15 @@ def test_notation_refuses_bad_and_illegal_moves():
     with pytest.raises(games.IllegalMoveError, match="Legal moves: h 1 2; h 2 1"):
         game.parse_action("h 1 1", state)
     assert game.parse_action("v 2 3", state) == 11
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
+    for kwargs, message in [
         ({"rows": 0}, "rows=0"),
         ({"cols": 11}, "cols=11"),
         ({"rows": 2.5}, "rows must be an integer, got 2.5"),
         ({"cols": True}, "cols must be an integer, got True"),
         ({"size": 3}, "bad arguments"),
-    ],
-)
-def test_bad_sizes_are_refused(kwargs, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        games.make("dots_and_boxes", **kwargs)
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            games.make("dots_and_boxes", **kwargs)
 
 
 def test_heuristic_is_the_box_margin_and_the_boxes_the_mover_can_take():

@@ -80,46 +80,39 @@ def test_symmetries_commute_with_step_on_built_positions(size):
     `from_board`: rot90, rot270, flip_lr and flip_ud swap the colours of the start, so the
     shared contract cannot reach them by playing from it."""
     game = games.make("othello", size=size)
-    start = np.asarray(game.board(game.init(jax.random.key(0))))
-    by_name = {sym.name: sym for sym in game.symmetries}
-    assert len(by_name) == 8
+    start = np.asarray(game.board(game.init(jax.random.key(0)))).ravel()
+    syms = {sym.name: sym for sym in game.symmetries}
     for name in ("rot90", "rot270", "flip_lr", "flip_ud"):
-        np.testing.assert_array_equal(start.reshape(-1)[by_name[name].cell_source], -start.ravel())
-
-    # Every live position of random games, with the move played there.
-    actions, states = random_trajectories(game, jax.random.key(11), 64, game.max_game_length)
+        np.testing.assert_array_equal(start[syms[name].cell_source], -start)
+    # 512 live positions of random games, with the move played there.
+    actions, states = random_trajectories(game, jax.random.key(11), 96, game.max_game_length)
     actions, states = np.asarray(actions), jax.tree.map(np.asarray, states)
-    plies, games_ = np.nonzero(~states.terminated[:-1])
-    some = np.random.default_rng(size).choice(len(plies), 512, replace=False)
-    states, actions = index(states, plies[some], games_[some]), actions[plies[some], games_[some]]
-    from_board = jax.jit(jax.vmap(game.from_board))
-    step, observe = jax.jit(jax.vmap(game.step)), jax.jit(jax.vmap(game.observe))
-    boards = np.asarray(jax.vmap(game.board)(states))
-    after = step(states, actions)
-    after_boards = np.asarray(jax.vmap(game.board)(after))
-
-    # from_board rebuilds each position exactly (rewards aside).
-    rebuilt = from_board(boards, states.current_player)
-    assert not np.asarray(rebuilt.rewards).any()
-    expected = states.replace(rewards=np.asarray(rebuilt.rewards))
-    for ours, theirs in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(expected), strict=True):
+    live = np.argwhere(~states.terminated[:-1])
+    plies, games_ = np.random.default_rng(size).choice(live, 512, replace=False).T
+    states, actions = index(states, plies, games_), actions[plies, games_]
+    from_board, step = jax.jit(jax.vmap(game.from_board)), jax.jit(jax.vmap(game.step))
+    boards, observe = jax.jit(jax.vmap(game.board)), jax.jit(jax.vmap(game.observe))
+    rebuilt = from_board(boards(states), states.current_player)  # exactly, with no rewards
+    no_rewards = states.replace(rewards=0 * states.rewards)
+    for ours, theirs in zip(jax.tree.leaves(rebuilt), jax.tree.leaves(no_rewards), strict=True):
         np.testing.assert_array_equal(ours, theirs)
+    after = step(states, actions)
+    for sym in syms.values():
 
-    def transform(sym, boards):
-        return boards.reshape(len(boards), -1)[:, sym.cell_source].reshape(boards.shape)
+        def turn(board, source=sym.cell_source):
+            return board.reshape(len(board), -1)[:, source].reshape(board.shape)
 
-    for sym in game.symmetries:
-        moved = from_board(transform(sym, boards), states.current_player)
+        moved = from_board(turn(boards(states)), states.current_player)
         moved_after = step(moved, sym.action(actions))
-        pairs = [
+        for ours, theirs in [
             (observe(moved), sym.observation(observe(states))),
             (moved.legal_action_mask, sym.policy(states.legal_action_mask)),
-            (jax.vmap(game.board)(moved_after), transform(sym, after_boards)),
+            (boards(moved_after), turn(boards(after))),
             (moved_after.legal_action_mask, sym.policy(after.legal_action_mask)),
-            *((getattr(moved_after, f), getattr(after, f)) for f in ("rewards", "terminated")),
+            (moved_after.rewards, after.rewards),
+            (moved_after.terminated, after.terminated),
             (moved_after.current_player, after.current_player),
-        ]
-        for ours, theirs in pairs:
+        ]:
             np.testing.assert_array_equal(ours, theirs, err_msg=sym.name)
 
 
@@ -127,7 +120,7 @@ def test_inline_words_play_the_same_games(monkeypatch):
     """Off CPU the bitboard words are plain expressions instead of scan outputs
     (`_words_once`); forced here on CPU, they play the same games."""
     game = games.make("othello")
-    actions, states = random_trajectories(game, jax.random.key(5), 64, game.max_game_length)
+    actions, states = random_trajectories(game, jax.random.key(5), 96, game.max_game_length)
     monkeypatch.setattr(othello, "_words_once", othello._words_inline)
     assert "scan" not in str(jax.make_jaxpr(game.step)(game.init(jax.random.key(0)), 0))
 
@@ -182,7 +175,7 @@ def test_heuristic_is_the_weighted_disc_difference_and_counts_the_discs(size):
         return 2 if r in edge or c in edge else 1
 
     weights = np.array([[weight(r, c) for c in range(size)] for r in range(size)])
-    states = live_positions(game, jax.random.key(size), 64, game.max_game_length)
+    states = live_positions(game, jax.random.key(size), 96, game.max_game_length)
     boards = np.asarray(jax.vmap(game.board)(states))
     for player, sign in enumerate((1, -1)):
         expected = (np.sign(boards) * sign * weights).sum(axis=(1, 2))
