@@ -1,22 +1,11 @@
-"""Agents: one door from a spec string to a move chooser, `agent(state, key) -> action`.
+"""Agents: one door from a spec string (azjax.specs) to a move chooser, `agent(state, key)`.
 
 An agent takes ONE unbatched game State and a PRNG key and returns an int32 action; it is
-jittable and vmappable, so the arena vmaps it over games. Specs understood by `make`:
-
-    random                       a uniformly random legal move
-    greedy                       one ply: take a win, else maximise a simple game score
-    alphabeta:DEPTH              depth-limited negamax with alpha-beta pruning (no chance games)
-    mcts:SIMS                    pure MCTS (mctx PUCT, uniform prior) with random-rollout values
-    policy:WORKDIR[@STEP]        a trained network's policy alone (most probable legal move)
-    search:WORKDIR[@STEP][:SIMS] a trained network with search (its config's algorithm)
-    search:FILE.azjax[:SIMS]     an exported model (azjax-export) with search; policy:FILE.azjax
-    zoo:NAME[:SIMS]              a model shipped with azjax (azjax.zoo) with search
-    policy-zoo:NAME              a zoo model's policy alone
-
-Games with chance (dice): searches use chance nodes (`run_search`), `greedy` scores the
-position after its move before the roll, and alpha-beta, which would read the dice to come,
-refuses them. `Agent.fn` is cached per (game, settings) and network parameters are traced
-`Agent.params`, so jitted callers compile once per pair of agent kinds, whatever checkpoint.
+jittable and vmappable, so the arena vmaps it over games. `Agent.fn` is cached per (game,
+settings) and network parameters are the traced `Agent.params`, so jitted callers compile once
+per pair of agent kinds, whatever the checkpoint. Games with chance (dice): searches use chance
+nodes (`run_search`), `greedy` scores the position after its move before the roll, and
+alpha-beta, which would read the dice to come, refuses them.
 """
 
 from __future__ import annotations
@@ -59,14 +48,11 @@ class Agent:
         check_unbatched(state, f"agent {self.name}".rstrip())
         return self.fn(self.params, state, key)
 
-    def replace(self, **changes: Any) -> Agent:
-        return dataclasses.replace(self, **changes)
-
 
 class _Label:
-    """An agent's name in its pytree structure, left out of the structure's equality and hash:
-    a name (a checkpoint's step, say) must not split jit's cache of compiled programs. So a
-    jitted function that returns an agent names it as the first agent it was traced with."""
+    """An agent's name in its pytree structure, equal to every other so that a name (a
+    checkpoint's step) never splits jit's cache: a jitted function returning an agent names it
+    as the first agent it was traced with."""
 
     __slots__ = ("text",)
 
@@ -104,18 +90,12 @@ def _random_best(key: Array, values: Array, legal: Array) -> Array:
     return random_legal_action(key, legal & (values >= values.max()))
 
 
-def heuristic(game: Game, state: State, player: Array) -> Array:
-    """`game.heuristic` as float32: a simple evaluation of a live position for `player`."""
-    return jnp.asarray(game.heuristic(state, player), jnp.float32)
-
-
 def terminal_value(state: State, player: Array) -> Array:
     """WIN, -WIN or 0 for `player` from the rewards of the transition into a final state."""
     return WIN * jnp.sign(state.rewards[player])
 
 
 def _random_move(params: Params, state: State, key: Array) -> Array:
-    del params
     return random_legal_action(key, state.legal_action_mask)
 
 
@@ -130,7 +110,7 @@ def _greedy_fn(game: Game) -> MoveFn:
         values = jnp.where(
             children.terminated,
             jax.vmap(terminal_value, (0, None))(children, me),
-            jax.vmap(heuristic, (None, 0, None))(game, children, me),
+            jax.vmap(game.heuristic, (0, None))(children, me).astype(jnp.float32),
         )
         return _random_best(key, values, state.legal_action_mask)
 
@@ -139,21 +119,14 @@ def _greedy_fn(game: Game) -> MoveFn:
 
 @functools.cache
 def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
-    """Negamax with alpha-beta pruning to `depth` plies, as an explicit-stack loop.
-
-    Static shapes make a recursive search impossible inside jit, so the depth-first walk keeps
-    a stack of `depth` positions with, per level, the next child to try, the alpha-beta window
-    and the best value so far (all from the view of that level's player to move). Each loop
-    iteration either plays the next legal child of the top position (scoring it at once when
-    it is final or at the depth limit, else pushing it) or, when the position has no child
-    left or its window closed (alpha >= beta, a cut-off), pops it and backs its value up.
-    The window and value are negated only when the player to move changes, so repeated turns
-    (Dots and Boxes) are exact. Final positions score +-WIN, plus the plies left, so faster
-    wins and slower losses are preferred; other leaves score `heuristic`. The root is never
-    cut, tries its moves in a random order and keeps the first strictly best one, so ties are
-    broken uniformly at random. With the depth covering the whole game (Tic-Tac-Toe: 9) the
-    search is exact.
-    """
+    """Negamax with alpha-beta pruning to `depth` plies, as a loop over an explicit stack (jit
+    allows no recursion) of `depth` positions with, per level, the next child to try, the
+    window and the best value so far, from that level's mover's view. Each iteration plays the
+    top position's next legal child (scored at once when final or at the depth limit, else
+    pushed) or pops a position with no child left or a closed window (a cut-off), backing its
+    value up, negated only when the mover changes (repeated turns are exact). Final positions
+    score +-WIN plus the plies left (faster wins, slower losses), others `game.heuristic`. The
+    root tries its moves in a random order and keeps the first strictly best: random ties."""
     num_actions = game.num_actions
     order = jnp.asarray(game.move_order(), jnp.int32)
     positions = jnp.arange(num_actions)
@@ -188,7 +161,7 @@ def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
             leaf_value = jnp.where(
                 child.terminated,
                 terminal_value(child, mover) + jnp.sign(child.rewards[mover]) * plies_left,
-                heuristic(game, child, mover),
+                jnp.asarray(game.heuristic(child, mover), jnp.float32),
             )
             is_leaf = child.terminated | (level + 1 >= depth)
 
@@ -231,21 +204,12 @@ def _alphabeta_fn(game: Game, depth: int) -> MoveFn:
     return fn
 
 
-def step_drawn(game: Game, state: State, action: Array, key: Array) -> State:
-    """`game.step`, any chance outcome drawn from `key` rather than from the State's own
-    dice, so that a search's playouts never read a roll to come. Unbatched."""
-    if not game.has_chance:
-        return game.step(state, action)
-    after = game.afterstate(state, action)
-    outcome = jax.random.categorical(key, jnp.log(game.chance_probs(after)))
-    return game.step_chance(after, outcome)
-
-
 @functools.cache
 def rollout_evaluator(game: Game) -> Evaluator:
     """An Evaluator for pure MCTS: uniform logits and, as the value, the result (+1, -1 or 0)
     for the player to move of one playout by uniformly random legal moves on both sides (0 for a
-    final state, and for a playout cut at `max_game_length`), dice drawn from the key."""
+    final state, and for a playout cut at `max_game_length`), dice drawn from the key, never
+    read from the State."""
 
     def rollout(state: State, key: Array) -> Array:
         player = state.current_player
@@ -254,7 +218,14 @@ def rollout_evaluator(game: Game) -> Evaluator:
             s, k, total, steps = carry
             k, sub = jax.random.split(k)
             action = random_legal_action(sub, s.legal_action_mask)
-            s = step_drawn(game, s, action, jax.random.fold_in(sub, 1))
+            if game.has_chance:
+                after = game.afterstate(s, action)
+                dice = jnp.log(game.chance_probs(after))
+                s = game.step_chance(
+                    after, jax.random.categorical(jax.random.fold_in(sub, 1), dice)
+                )
+            else:
+                s = game.step(s, action)
             return s, k, total + s.rewards[player], steps + 1
 
         def cond(carry):
@@ -276,13 +247,9 @@ MCTS_EXPLORATION = 2.0  # PUCT constant of pure MCTS (uniform prior: close to cl
 
 
 def mcts_config(game: Game, simulations: int) -> SearchConfig:
-    """Pure MCTS settings: PUCT over a uniform prior, the most visited move played.
-
-    PUCT, as Gumbel's deterministic in-tree selection did not improve with more simulations
-    from uniform priors and one-rollout values (Connect4: 1000 simulations scored 4/16 against
-    100; PUCT 14.5/16). A chance node is first valued by one playout from one drawn outcome
-    (Backgammon's 21 rolls would make each simulation 21 playouts).
-    """
+    """Pure MCTS settings: PUCT over a uniform prior (Gumbel's in-tree selection did not gain
+    from more simulations with one-rollout values), the most visited move played; a chance
+    node is first valued by one playout from one drawn outcome, not one per outcome."""
     return SearchConfig(
         algorithm="puct",
         num_simulations=simulations,
@@ -300,29 +267,6 @@ def _search_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> MoveFn:
         return out.action[0]
 
     return fn
-
-
-def random_agent(game: Game) -> Agent:
-    """Uniformly random legal moves."""
-    del game
-    return Agent(fn=_random_move, name="random")
-
-
-def greedy_agent(game: Game) -> Agent:
-    """One ply: a winning move if any, else the best `heuristic` after the move (random ties)."""
-    return Agent(fn=_greedy_fn(game), name="greedy")
-
-
-def alphabeta_agent(game: Game, depth: int) -> Agent:
-    """Negamax with alpha-beta pruning to `depth` plies and `heuristic` at the horizon."""
-    if game.has_chance:
-        raise ValueError(
-            f"alphabeta:{depth} cannot play {game.name}: it has chance (dice), and alpha-beta "
-            "would read the rolls to come; use mcts:N, greedy or random"
-        )
-    if depth < 1:
-        raise ValueError(f"alpha-beta depth must be >= 1, got {depth}")
-    return Agent(fn=_alphabeta_fn(game, depth), name=f"alphabeta:{depth}")
 
 
 def mcts_agent(game: Game, simulations: int) -> Agent:
@@ -378,14 +322,19 @@ def _trained(game: Game, parsed: Spec) -> tuple[model.Model, str]:
 
 
 def make(spec: str, game: Game) -> Agent:
-    """The agent named by `spec` for `game` (see the module docstring for the spec forms)."""
+    """The agent named by `spec` for `game` (the spec forms: azjax.specs)."""
     parsed = parse_spec(spec)
     if parsed.kind == "random":
-        return random_agent(game)
+        return Agent(fn=_random_move, name="random")
     if parsed.kind == "greedy":
-        return greedy_agent(game)
+        return Agent(fn=_greedy_fn(game), name="greedy")
+    if parsed.kind == "alphabeta" and game.has_chance:
+        raise ValueError(
+            f"alphabeta:{parsed.number} cannot play {game.name}: it has chance (dice), and "
+            "alpha-beta would read the rolls to come; use mcts:N, greedy or random"
+        )
     if parsed.kind == "alphabeta":
-        return alphabeta_agent(game, parsed.number)
+        return Agent(fn=_alphabeta_fn(game, parsed.number), name=f"alphabeta:{parsed.number}")
     if parsed.kind == "mcts":
         return mcts_agent(game, parsed.number)
     found, name = _trained(game, parsed)
@@ -413,8 +362,7 @@ class Analysis:
 
 @functools.cache
 def _analysis_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> AnalysisFn:
-    """One jitted search per (game, evaluator, settings): checkpoints of one network shape
-    share its compilation."""
+    """One jitted search per (game, evaluator, settings), shared by checkpoints of a network."""
 
     @jax.jit
     def fn(params: Params, state: State, key: Array) -> tuple[Array, Array]:
@@ -426,12 +374,8 @@ def _analysis_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> Analy
 
 
 def analysis(game: Game, spec: str) -> Analysis:
-    """The analysis behind hints for `spec`.
-
-    For specs of a trained network (`policy:`, `search:`, `zoo:`, `policy-zoo:`), the network's
-    search (its run's settings for play, see `Config.playing_search`); for any other spec, pure MCTS
-    with ANALYSIS_SIMULATIONS simulations.
-    """
+    """The analysis behind hints for `spec`: a trained network's search (its run's settings
+    for play, `Config.playing_search`), else pure MCTS with ANALYSIS_SIMULATIONS simulations."""
     parsed = parse_spec(spec)
     if parsed.workdir is None and parsed.model is None:
         config = mcts_config(game, ANALYSIS_SIMULATIONS)
