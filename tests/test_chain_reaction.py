@@ -216,16 +216,6 @@ def test_nested_vmap_matches_flat_vmap():
 # ----------------------------------------------------------------------------- the rest
 
 
-def test_the_opponent_loses_only_after_placing():
-    game = games.make("chain_reaction", rows=2, cols=2)
-    state = game.step(game.init(jax.random.key(0)), 0)  # player 1 has no orbs yet: not lost
-    assert not bool(state.terminated) and int(state.current_player) == 1
-    state = game.step(game.step(state, 1), 0)  # captures 1's only orb: over at once,
-    assert bool(state.terminated)  # though the captured cell is at critical mass
-    np.testing.assert_array_equal(game.board(state), [[0, 2], [1, 0]])
-    np.testing.assert_array_equal(state.rewards, [1.0, -1.0])
-
-
 def test_sizes_notation_and_render():
     for bad in (1, 13, -5, "5", 5.0, True):
         with pytest.raises(ValueError, match=f"chain_reaction rows .*{bad!r}"):

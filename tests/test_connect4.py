@@ -3,8 +3,6 @@ plays random games in lockstep with it), and the heuristic, notation and renderi
 
 from __future__ import annotations
 
-import re
-
 import jax
 import numpy as np
 import pyspiel
@@ -83,32 +81,21 @@ def test_every_line_wins_for_either_player(game):
         np.testing.assert_array_equal(rewards[ply, i], expected, err_msg=str(history))
 
 
-def test_render_and_notation(game):
+def test_render_notation_and_a_full_column(game):
     state = game.init(jax.random.key(0))
     for text in ["4", "4", "5", " 3 ", "7"]:
         state = game.checked_step(state, game.parse_action(text, state))
-    expected = [
-        "1 2 3 4 5 6 7",
-        *[". . . . . . ."] * 4,
-        ". . . O . . .",
-        ". . O X X . X",
-    ]
-    assert game.render(state) == "\n".join(expected)
+    rows = ["1 2 3 4 5 6 7", *[". . . . . . ."] * 4, ". . . O . . .", ". . O X X . X"]
+    assert game.render(state) == "\n".join(rows)
     assert [game.format_action(a) for a in range(COLS)] == [str(c) for c in range(1, 8)]
     for bad in ["0", "8", "d", "4 4"]:
         with pytest.raises(games.IllegalMoveError, match="column number 1-7"):
             game.parse_action(bad)
-
-
-def test_full_column_is_refused_with_the_legal_ones(game):
-    state = game.init(jax.random.key(0))
-    for _ in range(ROWS):
+    for _ in range(ROWS - 1):
         state = game.checked_step(state, 2)
     assert game.legal_actions(state) == [0, 1, 3, 4, 5, 6]
-    with pytest.raises(games.IllegalMoveError, match="Legal moves") as err:
+    with pytest.raises(games.IllegalMoveError, match="Legal moves: 1; 2; 4; 5; 6; 7"):
         game.parse_action("3", state)
-    listed = str(err.value).split("Legal moves:")[1]
-    assert re.findall(r"\d+", listed) == ["1", "2", "4", "5", "6", "7"]
 
 
 def test_heuristic_counts_open_lines_and_the_centre(game):
