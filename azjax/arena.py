@@ -1,25 +1,17 @@
 """Matches between agents, played on the device: W/D/L with a 95% interval, gating, Elo.
 
-`match(game, a, b, n, key)` plays `n` games at once (vmapped) in one jitted loop. Agent A plays
-player 0 in even games and player 1 in odd games; games 2i and 2i+1 share their optional random
-opening, so every opening is played once from each side. Each loop iteration lets ONE agent
-move in every game where it is to move (alternating between A and B, or the other one when
-nobody waits for it), so each agent is evaluated only on positions where it moves, and a player
-who moves twice in a row (Dots and Boxes) waits one iteration for its next turn.
+`match(game, a, b, n, key)` plays `n` games at once (vmapped) in one jitted loop, compiled once
+per (game, both move functions, games per batch, opening moves): network parameters are traced,
+so every checkpoint of a run shares it. A plays player 0 in even games and player 1 in odd ones;
+games 2i and 2i+1 share their random opening. Each loop iteration lets ONE agent move wherever
+it is to move (A and B in turn, or the one that someone waits for), so an agent only sees
+positions where it moves and a player moving twice in a row (Dots and Boxes) waits a turn.
+Deterministic agents replay games (Othello has 12 openings of two plies), so each game's moves
+are hashed and intervals and Elo errors count each distinct game once.
 
-Two deterministic agents replay the same game from the same opening, and a game with few short
-openings (Othello: 12 of two plies) repeats them in a long match; each game's moves are hashed,
-and intervals and Elo errors count each distinct game once (`MatchResult.distinct`).
-
-The loop is compiled once per (game, A's move function, B's move function, games per batch,
-opening moves); network parameters are traced, so every checkpoint of a run shares it.
-
-Elo ratings (`fit`) maximise the likelihood of every game played (Bradley-Terry, 400-point
-scale): player i beats player j with probability 1 / (1 + 10 ** ((R_j - R_i) / 400)), a draw
-counting half a win and half a loss, the anchor player held at 0. Standard errors come from the
-inverse Fisher information. A player who won (or lost) every game has an unbounded rating;
-`prior_draws` virtual draws per pair that played keep every rating finite, at the cost of a
-slight pull towards the opponents' ratings.
+`fit`: maximum-likelihood Elo (Bradley-Terry, 400-point scale, a draw half a win and half a
+loss, the anchor at 0), standard errors from the inverse Fisher information; `prior_draws`
+virtual draws per pair that played keep the rating of a player who won every game finite.
 """
 
 from __future__ import annotations
@@ -68,13 +60,9 @@ class MatchResult:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The 95% interval of `score`, as (low, high) within [0, 1].
-
-        The normal approximation over the per-game scores (1, 1/2, 0) with Agresti and Coull's
-        pseudo-games added: z²/2 wins and z²/2 losses, so a match whose games all end alike is
-        not taken for certainty. Games that repeat count once (`distinct`: a replayed game is
-        no new evidence), the shares of wins, draws and losses kept.
-        """
+        """The 95% interval of `score` within [0, 1]: the normal approximation over per-game
+        scores (1, 1/2, 0) with Agresti and Coull's z²/2 pseudo-wins and pseudo-losses (games
+        that all end alike are no certainty); a repeated game counts once (`distinct`)."""
         n = self.games
         if n == 0:
             return 0.0, 1.0
@@ -203,13 +191,10 @@ def match(
     batch_size: int | None = None,
     progress: Callable[[int], Any] | None = None,
 ) -> MatchResult:
-    """Play `num_games` games between A and B (colours alternated) and count from A's view.
-
-    Games run `batch_size` at a time (default: all at once); `progress(n)` is called after
-    each batch with the number of games it finished. `opening_moves` random plies start every
-    game (the same opening for each pair of games with swapped colours). Interrupted (Ctrl-C)
-    after a batch, it raises `MatchInterrupted` with the finished batches' result.
-    """
+    """Play `num_games` games between A and B (colours alternated), counted from A's view,
+    `batch_size` at a time (default: all at once), `progress(n)` after each batch of n games,
+    each pair of games from the same `opening_moves` random plies; a Ctrl-C after a batch
+    raises `MatchInterrupted` with the finished batches' result."""
     if num_games < 1:
         raise ValueError(f"num_games must be >= 1, got {num_games}")
     if opening_moves < 0:
@@ -256,41 +241,6 @@ def match(
     return result()
 
 
-def round_robin(
-    game: Game,
-    agents: Sequence[Agent],
-    num_games: int,
-    key: Array,
-    pairs: Sequence[tuple[int, int]] | None = None,
-    opening_moves: int = 0,
-    batch_size: int | None = None,
-    on_result: Callable[[MatchResult], Any] | None = None,
-    progress: Callable[[int], Any] | None = None,
-) -> list[MatchResult]:
-    """A match of `num_games` for each pair of agents (indices; default: every pair)."""
-    names = [agent.name for agent in agents]
-    if len(set(names)) != len(names):
-        raise ValueError(f"agent names must be distinct, got {names}")
-    if pairs is None:
-        pairs = list(itertools.combinations(range(len(agents)), 2))
-    results = []
-    for index, (i, j) in enumerate(pairs):
-        result = match(
-            game,
-            agents[i],
-            agents[j],
-            num_games,
-            jax.random.fold_in(key, index),
-            opening_moves,
-            batch_size,
-            progress,
-        )
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-    return results
-
-
 @dataclasses.dataclass(frozen=True)
 class Record:
     """Results between two players from `a`'s view (a batch of games)."""
@@ -330,15 +280,11 @@ def fit(
     players: Sequence[str] | None = None,
     anchor: str = "random",
     prior_draws: float = 0.0,
-    tol: float = 1e-10,
-    max_iter: int = 200,
 ) -> Ratings:
-    """Maximum-likelihood Elo ratings of `players` from the game `records`, with `anchor` at 0
-    (see the module docstring); standard errors count each distinct game once.
-
-    ValueError when a player is not linked to the anchor by games, or when the maximum is at
-    infinity (some group of players won every game against the rest) and `prior_draws` is 0.
-    """
+    """Maximum-likelihood Elo ratings of `players` from the game `records`, `anchor` at 0;
+    standard errors count each distinct game once. ValueError when a player is not linked to
+    the anchor by games, or when some group of players won every game against the rest (the
+    maximum is at infinity) and `prior_draws` is 0."""
     records = list(records)
     if players is None:
         players = list(dict.fromkeys(name for g in records for name in (g.a, g.b)))
@@ -404,14 +350,14 @@ def fit(
     # Newton's method on the log-strengths (rating / SCALE), the anchor held at 0, with step
     # halving so that every step raises the (concave) log-likelihood.
     strength, step = np.zeros(n), np.zeros(n)
-    for _ in range(max_iter if keep else 0):
+    for _ in range(200 if keep else 0):
         grad = (score - count * win_chance(strength)).sum(1)
         step[keep] = np.linalg.solve(information(strength, count), grad[keep])
         current, size = log_likelihood(strength), 1.0
         while log_likelihood(strength + size * step) < current - 1e-12 and size > 1e-8:
             size /= 2
         strength = strength + size * step
-        if np.max(np.abs(size * step)) < tol:
+        if np.max(np.abs(size * step)) < 1e-10:
             break
     var = np.zeros(n)
     if keep:
@@ -429,12 +375,23 @@ def ladder(
     pairs: Sequence[tuple[int, int]] | None = None,
     anchor: str = "random",
     prior_draws: float = 1.0,
-    **kwargs: Any,
+    opening_moves: int = 0,
+    batch_size: int | None = None,
+    on_result: Callable[[MatchResult], Any] | None = None,
+    progress: Callable[[int], Any] | None = None,
 ) -> tuple[Ratings, list[MatchResult]]:
-    """Play `round_robin` and `fit` Elo ratings to all its games (`anchor` at 0); `prior_draws`
-    virtual draws per pair keep ratings finite when a player sweeps its games. Further keyword
-    arguments go to `round_robin`."""
-    results = round_robin(game, agents, num_games, key, pairs, **kwargs)
+    """A `match` of `num_games` for each pair of agents (indices; default: every pair; each its
+    own key), `on_result` called after each, and Elo ratings `fit` to all their games."""
+    names = [agent.name for agent in agents]
+    if len(set(names)) != len(names):
+        raise ValueError(f"agent names must be distinct, got {names}")
+    if pairs is None:
+        pairs = list(itertools.combinations(range(len(agents)), 2))
+    results, settings = [], (opening_moves, batch_size, progress)
+    for index, (i, j) in enumerate(pairs):
+        pair_key = jax.random.fold_in(key, index)
+        results.append(match(game, agents[i], agents[j], num_games, pair_key, *settings))
+        if on_result is not None:
+            on_result(results[-1])
     records = [Record(r.name_a, r.name_b, r.wins, r.draws, r.losses, r.distinct) for r in results]
-    ratings = fit(records, [a.name for a in agents], anchor, prior_draws)
-    return ratings, results
+    return fit(records, names, anchor, prior_draws), results

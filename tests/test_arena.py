@@ -1,11 +1,13 @@
 """The arena on rigged games whose outcome the test knows in advance, its intervals, Elo
-fitting, and azjax-eval's matches and ladders."""
+fitting, and azjax-eval's matches and round robins."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import itertools
+import json
 import math
 
 import jax
@@ -18,7 +20,7 @@ import games
 from azjax import arena
 from azjax.agents import Agent, random_legal_action
 from azjax.cli import INTERRUPTED
-from games.core import Game
+from azjax.cli import evaluate as cli
 
 
 @struct.dataclass
@@ -31,81 +33,49 @@ class _State:
     ply: jax.Array
 
 
-class _Rigged(Game):
-    """A fixed schedule of movers; at the end `outcome(moves)` is player 0's result."""
+@dataclasses.dataclass(eq=False)
+class _Rigged:
+    """A game as the arena sees it: a fixed schedule of movers, `num_actions` legal moves, and
+    at the end `outcome(moves)` as player 0's result."""
 
+    movers: tuple[int, ...]
+    outcome: object
+    num_actions: int = 4
     name = "rigged"
 
-    def __init__(self, movers: tuple[int, ...], outcome, num_actions: int = 4):
-        self.movers = movers
-        self.outcome = outcome
-        self.num_actions = num_actions
-        self.observation_shape = (1, 1, 1)
-        self.max_game_length = len(movers)
+    def __post_init__(self):
+        self.max_game_length = len(self.movers)
 
     def init(self, key):
-        del key
-        n = len(self.movers)
-        return _State(
-            current_player=jnp.int32(self.movers[0]),
-            legal_action_mask=jnp.ones(self.num_actions, bool),
-            terminated=jnp.bool_(False),
-            rewards=jnp.zeros(2, jnp.float32),
-            moves=jnp.full(n, -1, jnp.int32),
-            ply=jnp.int32(0),
-        )
+        moves = jnp.full(len(self.movers), -1, jnp.int32)
+        return self._state(moves, jnp.int32(0), jnp.bool_(False), jnp.float32(0))
 
-    def _apply(self, state, action):
-        moves = state.moves.at[state.ply].set(action)
-        ply = state.ply + 1
-        done = ply == len(self.movers)
-        r0 = jnp.where(done, self.outcome(moves), 0.0)
-        movers = jnp.asarray((*self.movers, 0))
-        return _State(
-            current_player=movers[ply],
-            legal_action_mask=jnp.full(self.num_actions, ~done),
-            terminated=done,
-            rewards=jnp.stack([r0, -r0]).astype(jnp.float32),
-            moves=moves,
-            ply=ply,
-        )
+    def step(self, state, action):
+        moves, ply = state.moves.at[state.ply].set(action), state.ply + 1
+        done = ply >= len(self.movers)
+        return self._state(moves, ply, done, jnp.where(done, self.outcome(moves), 0.0))
 
-    def observe(self, state):
-        return jnp.zeros((1, 1, 1))
-
-    def board(self, state):
-        return np.asarray(state.moves)
-
-    def render(self, state):
-        return str(self.board(state))
-
-    @property
-    def symmetries(self):
-        return ()
-
-    def _parse(self, text):
-        return int(text)
-
-    def format_action(self, action):
-        return str(action)
+    def _state(self, moves, ply, done, reward):
+        mover = jnp.asarray((*self.movers, 0))[ply]
+        rewards = jnp.stack([reward, -reward]).astype(jnp.float32)
+        return _State(mover, jnp.full(self.num_actions, ~done), done, rewards, moves, ply)
 
 
 @functools.cache
 def _constant(action: int):
-    def fn(params, state, key):
-        del params, state, key
-        return jnp.int32(action)
-
-    return fn
+    return lambda params, state, key: jnp.int32(action)
 
 
 @functools.cache
 def _by_colour(as_first: int, as_second: int):
     def fn(params, state, key):
-        del params, key
         return jnp.where(state.current_player == 0, as_first, as_second).astype(jnp.int32)
 
     return fn
+
+
+def _random(params, state, key):
+    return random_legal_action(key, state.legal_action_mask)
 
 
 def _higher_wins(moves):
@@ -145,10 +115,6 @@ def _stop(finished: int):
 
 
 def test_an_interrupted_match_keeps_its_finished_batches(tmp_path, monkeypatch, capsys):
-    import json
-
-    from azjax.cli.evaluate import main
-
     a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
     with pytest.raises(arena.MatchInterrupted) as stopped:
         arena.match(HIGHER, a, b, 9, jax.random.key(1), batch_size=4, progress=_stop)
@@ -160,7 +126,7 @@ def test_an_interrupted_match_keeps_its_finished_batches(tmp_path, monkeypatch, 
     monkeypatch.setattr(arena, "match", lambda *args: match(*args[:7], _stop))
     out = tmp_path / "m.json"
     argv = ["--game", "tictactoe", "--a", "random", "--b", "greedy", "--games", "8"]
-    assert main([*argv, "--batch", "4", "--quiet", "--json", str(out)]) == 130
+    assert cli.main([*argv, "--batch", "4", "--quiet", "--json", str(out)]) == 130
     saved = json.loads(out.read_text())["match"]
     assert (saved["games"], saved["planned_games"], saved["interrupted"]) == (4, 8, True)
     printed = capsys.readouterr()
@@ -168,20 +134,16 @@ def test_an_interrupted_match_keeps_its_finished_batches(tmp_path, monkeypatch, 
     assert "random vs greedy" in printed.out
     monkeypatch.setattr(arena, "ladder", lambda *args, **kwargs: _stop(0))  # between matches
     argv = ["--game", "tictactoe", "--round-robin", "random,greedy", "--quiet"]
-    assert main([*argv, "--json", str(out)]) == 130
+    assert cli.main([*argv, "--json", str(out)]) == 130
     assert capsys.readouterr().err.strip() == (
         f"azjax-eval: interrupted; the finished matches are in {out}"
     )
 
 
-def _repeat_then_other(moves):
-    # Player 0 wins iff its two moves agree and differ from player 1's move.
-    return jnp.where((moves[0] == moves[1]) & (moves[1] != moves[2]), 1.0, -1.0)
-
-
 def test_a_player_may_move_twice_in_a_row():
-    # Movers 0, 0, 1: the agent of player 0 must make both of the first two moves.
-    game = _Rigged((0, 0, 1), _repeat_then_other)
+    # Movers 0, 0, 1, player 0 winning iff its two moves agree and differ from player 1's: the
+    # agent of player 0 must make both of the first two moves.
+    game = _Rigged((0, 0, 1), lambda m: jnp.where((m[0] == m[1]) & (m[1] != m[2]), 1.0, -1.0))
     a, b = Agent(_constant(1), name="a"), Agent(_constant(2), name="b")
     r = arena.match(game, a, b, 6, jax.random.key(2))
     assert r.first == (3, 0, 0) and r.second == (0, 0, 3)
@@ -196,14 +158,10 @@ def test_a_player_may_move_twice_in_a_row():
     assert (r.wins, r.draws, r.losses) == (0, 0, 6)
 
 
-def _opening_decides(moves):
-    return jnp.where(moves[0] % 2 == 0, 1.0, -1.0)
-
-
 def test_random_openings_are_shared_by_each_pair_of_games():
     # The first move is a random opening move that alone decides the game: with the opening
     # shared by the two games of a pair (colours swapped), A wins exactly one game per pair.
-    game = _Rigged((0, 1), _opening_decides, num_actions=8)
+    game = _Rigged((0, 1), lambda m: jnp.where(m[0] % 2 == 0, 1.0, -1.0), num_actions=8)
     a, b = Agent(_constant(0), name="a"), Agent(_constant(0), name="b")
     for seed in range(4):  # unshared openings give 20 wins of 40 one time in eight
         r = arena.match(game, a, b, 40, jax.random.key(seed), opening_moves=1)
@@ -232,7 +190,7 @@ def test_repeated_games_are_counted_once_in_the_interval():
     assert (r.wins, r.losses) == (20, 20) and r.interval == _interval(1, 0, 1)
     # Random agents rarely repeat a game of 4 moves among 8 actions.
     game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
-    a = Agent(lambda params, state, key: random_legal_action(key, state.legal_action_mask))
+    a = Agent(_random)
     r = arena.match(game, a, a, 40, jax.random.key(5))
     assert r.distinct >= 36
     assert r.interval == pytest.approx(dataclasses.replace(r, distinct=None).interval, rel=0.1)
@@ -246,11 +204,9 @@ def test_distinct_games_do_not_depend_on_the_batches():
     # the same game whichever batch (and batch length) it falls in.
     first_free = Agent(lambda params, state, key: jnp.argmax(state.legal_action_mask), name="f")
     game, key = games.make("tictactoe"), jax.random.key(6)
-    whole = arena.match(game, first_free, first_free, 36, key, opening_moves=1)
-    assert 2 < whole.distinct <= 18
-    for batch in (8,):  # the last batch padded
+    for batch in (None, 8):  # the last batch of 8 padded
         r = arena.match(game, first_free, first_free, 36, key, opening_moves=1, batch_size=batch)
-        assert r.distinct <= 18, (batch, r.distinct)
+        assert 2 < r.distinct <= 18, (batch, r.distinct)
 
 
 def _interval(wins: int, draws: int, losses: int, distinct: int | None = None):
@@ -300,7 +256,7 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="opening_moves"):
         arena.match(HIGHER, a, a, 2, jax.random.key(0), opening_moves=-1)
     with pytest.raises(ValueError, match="distinct"):
-        arena.round_robin(HIGHER, [a, a], 2, jax.random.key(0))
+        arena.ladder(HIGHER, [a, a], 2, jax.random.key(0))
     # A game that outlasts its declared length is reported, not counted as unfinished.
     long = _Rigged((0,) * 6, _higher_wins)
     long.max_game_length = 1
@@ -308,23 +264,14 @@ def test_bad_arguments_are_refused():
         arena.match(long, a, a, 2, jax.random.key(0))
 
 
-def _random(params, state, key):
-    del params
-    return random_legal_action(key, state.legal_action_mask)
-
-
-def test_each_pair_of_a_round_robin_plays_its_own_games():
+def test_ladder_plays_each_pair_its_own_games_and_orders_the_agents():
     # Three copies of one random agent: with one key for every pair, each match would replay
     # the same games.
     game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
-    players = [Agent(_random, name=name) for name in "xyz"]
-    results = arena.round_robin(game, players, 40, jax.random.key(6))
-    games = {(r.wins, r.draws, r.losses, r.first, r.second) for r in results}
-    assert [(r.name_a, r.name_b) for r in results] == [("x", "y"), ("x", "z"), ("y", "z")]
-    assert len(games) == 3
-
-
-def test_ladder_orders_rigged_agents():
+    players = [Agent(_random, name=name) for name in ("random", "y", "z")]
+    _, results = arena.ladder(game, players, 40, jax.random.key(6))
+    assert [(r.name_a, r.name_b) for r in results] == [("random", "y"), ("random", "z"), ("y", "z")]
+    assert len({(r.wins, r.draws, r.losses, r.first, r.second) for r in results}) == 3
     agents = [Agent(_constant(v), name=n) for v, n in ((0, "random"), (1, "one"), (3, "three"))]
     ratings, results = arena.ladder(HIGHER, agents, 4, jax.random.key(0))
     assert [r.score for r in results] == [0.0, 0.0, 0.0]
@@ -335,38 +282,31 @@ def test_ladder_orders_rigged_agents():
 # ----------------------------------------------------------------------------- command line
 
 
-def test_cli_refuses_bad_input_clearly(capsys):
-    from azjax.cli.evaluate import main
-
+def test_cli_refuses_bad_input_in_one_line_before_a_progress_bar(capsys):
+    ttt, rr, both = ["--game", "tictactoe"], "--round-robin", ["--a", "random", "--b", "random"]
     cases = [
-        (["--game", "tictactoe", "--a", "alphabeta:x", "--b", "random"], "bad agent spec"),
-        (["--game", "tictactoe", "--a", "random"], "--a needs --b"),
-        (["--game", "go", "--a", "random", "--b", "random"], "unknown game 'go'"),
-        (["--game", "othello", "--size", "size", "--a", "random", "--b", "random"], "KEY=VALUE"),
-        (
-            ["--game", "othello", "--size", "size=7", "--a", "random", "--b", "random"],
-            "size takes 6, 8",
-        ),
-        (["--a", "random", "--b", "random"], "--game is needed"),
-        (["--game", "tictactoe", "--round-robin", "random"], "at least two specs"),
+        ([*ttt, "--a", "alphabeta:x", "--b", "random"], "bad agent spec"),
+        ([*ttt, "--a", "random"], "--a needs --b"),
+        (["--game", "go", *both], "unknown game 'go'"),
+        (["--game", "othello", "--size", "size", *both], "KEY=VALUE"),
+        (["--game", "othello", "--size", "size=7", *both], "size takes 6, 8"),
+        (both, "--game is needed"),
+        ([*ttt, rr, "random"], "at least two specs"),
+        ([*ttt, rr, "random,random"], "agent names must be distinct"),
         (["--game", "othello", "--solver", "random"], "Connect4"),
-        (["--game", "tictactoe", "--a", "random", "--b", "random", "--games", "0"], "--games"),
-        (
-            ["--game", "tictactoe", "--a", "random", "--b", "random", "--batch", "0"],
-            "--batch must be >= 1, got 0",
-        ),
+        ([*ttt, *both, "--games", "0"], "--games"),
+        ([*ttt, *both, "--batch", "0"], "--batch must be >= 1, got 0"),
+        ([*ttt, *both, "--opening-moves", "-2"], "--opening-moves"),
     ]
     for argv, message in cases:
-        assert main(argv) == 2, argv
-        assert message in capsys.readouterr().err, argv
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and "%" not in err, (argv, err)
 
 
 def test_cli_round_robin_writes_json(tmp_path, monkeypatch):
     """Each player meets the ones listed before it, in their order, and Elo is fitted to the
     results (matches stand-ins here: a real one plays in the tests above and below)."""
-    import json
-
-    from azjax.cli.evaluate import main
 
     def match(game, a, b, num_games, *args):
         return arena.MatchResult(2, 1, 1, (1, 1, 0), (1, 0, 1), a.name, b.name, distinct=4)
@@ -374,19 +314,12 @@ def test_cli_round_robin_writes_json(tmp_path, monkeypatch):
     monkeypatch.setattr(arena, "match", match)
     out = tmp_path / "rr.json"
     argv = ["--game", "tictactoe", "--round-robin", "random,greedy,alphabeta:1,alphabeta:2"]
-    assert main([*argv, "--games", "4", "--quiet", "--json", str(out)]) == 0
+    assert cli.main([*argv, "--games", "4", "--quiet", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert [(m["a"], m["b"], m["wins"]) for m in data["matches"]] == [
-        ("random", "greedy", 2),
-        ("random", "alphabeta:1", 2),
-        ("greedy", "alphabeta:1", 2),
-        ("random", "alphabeta:2", 2),
-        ("greedy", "alphabeta:2", 2),
-        ("alphabeta:1", "alphabeta:2", 2),
-    ]
-    expected = arena.fit(
-        [arena.Record(m["a"], m["b"], 2, 1, 1, 4) for m in data["matches"]], prior_draws=1
-    )
+    names = ["random", "greedy", "alphabeta:1", "alphabeta:2"]
+    pairs = [(names[i], names[j], 2) for j in range(4) for i in range(j)]
+    assert [(m["a"], m["b"], m["wins"]) for m in data["matches"]] == pairs
+    expected = arena.fit([arena.Record(a, b, 2, 1, 1, 4) for a, b, _ in pairs], prior_draws=1)
     assert data["anchor"] == "random" and data["elo"] == pytest.approx(expected.ratings)
     assert data["elo_stderr"] == pytest.approx(expected.stderr)
 
@@ -395,10 +328,6 @@ def test_cli_round_robin_writes_json(tmp_path, monkeypatch):
 def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
     saved, tmp_path, monkeypatch, capsys
 ):
-    import json
-
-    from azjax.cli import evaluate
-
     calls = []
 
     def ctrl_c_in_the_second_match():  # one batch a match: after the first match's
@@ -406,16 +335,15 @@ def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(evaluate, "check_interrupt", ctrl_c_in_the_second_match)
+    monkeypatch.setattr(cli, "check_interrupt", ctrl_c_in_the_second_match)
     out = tmp_path / "rr.json"
     argv = ["--game", "tictactoe", "--round-robin", "random,greedy,alphabeta:1"]
     argv += ["--games", "4", "--batch", "4", "--quiet", *(["--json", str(out)] if saved else [])]
-    assert evaluate.main(argv) == INTERRUPTED
+    assert cli.main(argv) == INTERRUPTED
     printed, err = capsys.readouterr()
     table = printed.splitlines()
     assert len(table) == 2 and table[1].startswith("random vs greedy "), printed
-    kept = f"; the finished matches are in {out}" if saved else ""
-    assert err == f"azjax-eval: interrupted{kept}\n"
+    assert err == f"azjax-eval: interrupted{f'; the finished matches are in {out}' * saved}\n"
     if saved:
         partial = json.loads(out.read_text())["partial"]
         assert [(m["a"], m["b"], m["games"]) for m in partial] == [("random", "greedy", 4)]
@@ -423,69 +351,39 @@ def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
         assert not out.exists()
 
 
-def test_cli_writes_its_json_before_printing(tmp_path, monkeypatch):
-    """A closed stdout (`azjax-eval ... | head`) must not lose the results."""
-    import io
-    import json
-
-    from azjax.cli.evaluate import main
+def test_cli_writes_its_json_before_printing_and_notes_repeated_games(
+    tmp_path, monkeypatch, capsys
+):
+    """A closed stdout (`azjax-eval ... | head`) must not lose the results; deterministic agents
+    without openings play one game per colour, however many are asked, and are told so."""
+    out = tmp_path / "m.json"
+    argv = ["--a", "policy-zoo:tictactoe", "--b", "policy-zoo:tictactoe", "--games", "6", "--quiet"]
+    assert cli.main(["--game", "tictactoe", *argv, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["match"]["distinct_games"] == 2
+    assert "2 distinct games of 6" in capsys.readouterr().out
 
     class ClosedPipe(io.StringIO):
         def write(self, text):
             raise BrokenPipeError(32, "Broken pipe")
 
-    out = tmp_path / "m.json"
-    argv = ["--game", "tictactoe", "--a", "random", "--b", "greedy", "--games", "4", "--quiet"]
+    out.unlink()
     monkeypatch.setattr("sys.stdout", ClosedPipe())
     with pytest.raises(BrokenPipeError):
-        main([*argv, "--json", str(out)])
-    assert json.loads(out.read_text())["match"]["games"] == 4
+        cli.main(["--game", "tictactoe", *argv, "--json", str(out)])
+    assert json.loads(out.read_text())["match"]["games"] == 6
 
 
-def test_cli_notes_repeated_games(capsys, tmp_path):
-    import json
-
-    from azjax.cli.evaluate import main
-
-    # Deterministic agents without openings play one game per colour, however many are asked.
-    out = tmp_path / "m.json"
-    argv = ["--a", "policy-zoo:tictactoe", "--b", "policy-zoo:tictactoe", "--games", "6", "--quiet"]
-    assert main(["--game", "tictactoe", *argv, "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["match"]["distinct_games"] == 2
-    assert "2 distinct games of 6" in capsys.readouterr().out
-
-
-def test_cli_refuses_before_drawing_a_progress_bar(capsys):
-    from azjax.cli.evaluate import main
-
-    cases = [
-        (["--round-robin", "random,random"], "agent names must be distinct"),
-        (["--a", "random", "--b", "random", "--opening-moves", "-2"], "--opening-moves"),
-    ]
-    for argv, message in cases:
-        assert main(["--game", "tictactoe", *argv]) == 2, argv
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and message in err and "%" not in err, err
-
-
-def test_cli_size_help_lists_only_the_sizes_a_game_takes(capsys):
-    from azjax.cli.evaluate import main
-
+def test_cli_help_and_deep_alphabeta_warning(capsys):
+    """--help lists only the sizes a game takes; a deep alpha-beta is warned of before play."""
     with pytest.raises(SystemExit):
-        main(["--help"])
+        cli.main(["--help"])
     assert "othello: size 6, 8" in " ".join(capsys.readouterr().out.split())
-
-
-def test_cli_warns_of_a_deep_alphabeta_before_playing(capsys):
-    import games
-    from azjax.cli.evaluate import _agent
-
     connect4, tictactoe = games.make("connect4"), games.make("tictactoe")
-    _agent("alphabeta:12", connect4)
+    cli._agent("alphabeta:12", connect4)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "warning: alphabeta:12" in err and "connect4" in err, err
     for spec, game in (("alphabeta:4", connect4), ("alphabeta:9", tictactoe)):
-        _agent(spec, game)
+        cli._agent(spec, game)
         assert capsys.readouterr().err == "", spec
 
 
@@ -551,13 +449,13 @@ def test_lopsided_records_still_reach_the_maximum():
     """Results of 99.9% beside near-even ones, with a tiny prior: a full Newton step from level
     ratings overshoots here (to overflow), so the fit halves its steps; it must still end where
     every player's expected points equal its points (the likelihood's stationary point)."""
-    games = [("random", "p1", 102, 99898), ("random", "p2", 7, 3), ("p0", "p1", 99911, 89)]
-    games.append(("p0", "p2", 998, 2))
+    results = [("random", "p1", 102, 99898), ("random", "p2", 7, 3), ("p0", "p1", 99911, 89)]
+    results.append(("p0", "p2", 998, 2))
     prior = 1e-4
-    ratings = arena.fit([arena.Record(a, b, w, 0, x) for a, b, w, x in games], prior_draws=prior)
-    ratings = ratings.ratings
+    records = [arena.Record(a, b, w, 0, x) for a, b, w, x in results]
+    ratings = arena.fit(records, prior_draws=prior).ratings
     expected, points = dict.fromkeys(ratings, 0.0), dict.fromkeys(ratings, 0.0)
-    for a, b, w, lost in games:
+    for a, b, w, lost in results:
         n, p = w + lost + prior, _expected(ratings[a], ratings[b])
         expected[a], expected[b] = expected[a] + n * p, expected[b] + n * (1 - p)
         points[a], points[b] = points[a] + w + prior / 2, points[b] + lost + prior / 2
