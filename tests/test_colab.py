@@ -23,12 +23,14 @@ to `sys.path` for the dependencies. The `!` commands start new processes, as in 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import sysconfig
 
 import numpy as np
 from helpers import ROOT
-from test_multidevice import run
 
 from azjax.checkpoint import list_steps, load_for_inference
 
@@ -118,7 +120,7 @@ assert pathlib.Path(games.__file__).is_relative_to(root), games.__file__
 """
 
 
-def test_colab_notebook_trains_and_evaluates(tmp_path, monkeypatch):
+def test_colab_notebook_trains_and_evaluates(tmp_path):
     notebook = json.loads(NOTEBOOK.read_text())
     assert notebook["metadata"]["accelerator"] == "TPU"
     code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
@@ -126,11 +128,18 @@ def test_colab_notebook_trains_and_evaluates(tmp_path, monkeypatch):
     assert "GAMES = 100" in code and "OVERRIDES = []" in code
     assert 'pip install -q -e /content/azjax "jax[tpu]' in code  # the one line not run here
 
-    monkeypatch.delenv("AZJAX_ALLOW_CPU", raising=False)
+    env = {k: v for k, v in os.environ.items() if k != "AZJAX_ALLOW_CPU"}
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    env["JAX_PLATFORMS"] = "cpu"
     site_packages = sysconfig.get_paths()["purelib"]
-    shrink = f"OVERRIDES = {SHRINK!r}"
-    args = ["-I", "-S", "-c", RUNNER, str(NOTEBOOK), str(ROOT), str(tmp_path), site_packages]
-    result = run([*args, shrink], devices=8)
+    args = [str(NOTEBOOK), str(ROOT), str(tmp_path), site_packages, f"OVERRIDES = {SHRINK!r}"]
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", RUNNER, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "stopped: no TPU in this runtime (JAX sees cpu devices)" in result.stdout, output
