@@ -1,11 +1,11 @@
-"""Every shipped game's rules, ply by ply against an independent implementation: OpenSpiel's
-where it has the game, else one written from the rules in the game's test module (Othello 6x6,
-Chain Reaction); and perft counts."""
+"""Every shipped game's rules, ply by ply against an independent implementation with OpenSpiel's
+state interface: OpenSpiel's where it has the game, else one written from the rules in the
+game's test module (Othello 6x6, Chain Reaction); and perft counts."""
 
 from __future__ import annotations
 
-import functools
 import re
+from functools import partial
 
 import jax
 import numpy as np
@@ -17,21 +17,6 @@ from test_chain_reaction import critical_mass
 from test_othello import Reference as OthelloReference
 
 import games
-
-
-class Spiel:
-    """A new OpenSpiel state of game `name`, with `board()`: the signed board (player 0
-    positive) that the game's own `board` gives, read off the state by `board`."""
-
-    def __init__(self, name: str, board) -> None:
-        self._state, self._board = pyspiel.load_game(name).new_initial_state(), board
-
-    def __getattr__(self, attr: str):
-        return getattr(self._state, attr)
-
-    def board(self) -> np.ndarray:
-        return self._board(self._state)
-
 
 ROW = r"(\d )?([xo.-] ?)+( \d)?"  # a printed row of cells (Othello's numbered)
 
@@ -85,22 +70,27 @@ def boxes(board: np.ndarray, sign: int) -> np.ndarray:
     return np.stack([drawn, is_line & ~drawn, *owned, np.where(is_box, sides / 4, 0), margin], -1)
 
 
-def spiel(name: str, board):
-    return functools.partial(Spiel, name, board)
+def spiel(name: str):
+    return pyspiel.load_game(name).new_initial_state
+
+
+def written(ref) -> np.ndarray:
+    """The board of a reference written here."""
+    return ref.board()
 
 
 DOTS = "dots_and_boxes(num_rows={},num_cols={})"
-CASES = [
-    ("tictactoe", {}, spiel("tic_tac_toe", printed), pieces),
-    ("connect4", {}, spiel("connect_four", printed), pieces),
-    ("othello", {}, spiel("othello", printed), pieces),
-    ("othello", {"size": 6}, functools.partial(OthelloReference, 6), pieces),
+CASES = [  # game, its sizes, a new reference state, its board, the expected observation
+    ("tictactoe", {}, spiel("tic_tac_toe"), printed, pieces),
+    ("connect4", {}, spiel("connect_four"), printed, pieces),
+    ("othello", {}, spiel("othello"), printed, pieces),
+    ("othello", {"size": 6}, partial(OthelloReference, 6), written, pieces),
     *[
-        ("dots_and_boxes", {"rows": r, "cols": c}, spiel(DOTS.format(r, c), lattice), boxes)
+        ("dots_and_boxes", {"rows": r, "cols": c}, spiel(DOTS.format(r, c)), lattice, boxes)
         for r, c in [(1, 1), (2, 3), (3, 2), (3, 3)]
     ],
     *[
-        ("chain_reaction", {"rows": r, "cols": c}, functools.partial(ChainReference, r, c), orbs)
+        ("chain_reaction", {"rows": r, "cols": c}, partial(ChainReference, r, c), written, orbs)
         for r, c in [(2, 2), (3, 3), (3, 4), (5, 5)]
     ],
 ]
@@ -113,11 +103,11 @@ def same(ours, theirs, where: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "kwargs", "reference", "planes"),
+    ("name", "kwargs", "reference", "board", "planes"),
     CASES,
     ids=[name + "".join(f"-{v}" for v in kw.values()) for name, kw, *_ in CASES],
 )
-def test_random_games_match_the_reference(name, kwargs, reference, planes):
+def test_random_games_match_the_reference(name, kwargs, reference, board, planes):
     """At every ply of random games: the board, the observation (from the board), the player to
     move, the legal moves, the end and the returns; every move is played in some game."""
     game = games.make(name, **kwargs)
@@ -131,8 +121,8 @@ def test_random_games_match_the_reference(name, kwargs, reference, planes):
         for t in range(length + 1):
             ours, where = index(states, t, b), f"game {b} after {actions[:t, b].tolist()}"
             returns += ours.rewards
-            same(boards[t, b], ref.board(), where)
-            expected = planes(ref.board(), 1 - 2 * int(ours.current_player))
+            same(boards[t, b], board(ref), where)
+            expected = planes(board(ref), 1 - 2 * int(ours.current_player))
             if not np.allclose(obs[t, b], expected, rtol=0, atol=1e-6):
                 np.testing.assert_allclose(obs[t, b], expected, atol=1e-6, err_msg=where)
             assert bool(ours.terminated) == ref.is_terminal(), where
