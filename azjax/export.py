@@ -5,10 +5,9 @@
     record_strength("connect4.azjax", json.load(open("match.json")))  # azjax-eval --json figures
 
 A model file (`.azjax`) is one msgpack map: `format` "azjax-model", `version` 1, `config` and
-`card` (JSON text), `dtype` ("float32" or "bfloat16": how `params`, flax msgpack bytes, are
-stored) and, from `azjax-export --resumable`, `continuation`: a run snapshot (azjax.resume) for
-`train.init_from`, as zlib-compressed flax msgpack bytes. The card (`make_card`, `run_figures`,
-strength filed from `azjax-eval --json`) is also written beside it as `NAME.card.json`.
+`card` (JSON text), `dtype` (how `params`, flax msgpack bytes, are stored: float32 or bfloat16)
+and, from `azjax-export --resumable`, `continuation`: a run snapshot (azjax.resume) as zlib'd
+flax msgpack bytes. The card is also written beside it as `NAME.card.json`, for people.
 """
 
 from __future__ import annotations
@@ -123,15 +122,13 @@ def make_card(
     device: str | None = None,
 ) -> Card:
     """A model card for `params` trained with `config`, with what is known of the run."""
+    search = config.playing_search()
     return {
         "name": name,
         "game": {"name": config.game.name, "kwargs": dict(config.game.kwargs)},
         "network": config_to_dict(config.network),
         "parameters": int(sum(np.size(x) for x in jax.tree.leaves(params))),
-        "search": {
-            "algorithm": config.search.algorithm,
-            "simulations": config.playing_search().num_simulations,
-        },
+        "search": {"algorithm": search.algorithm, "simulations": search.num_simulations},
         "iteration": iteration,
         "positions_seen": positions_seen,
         "wall_clock_minutes": wall_clock_minutes,
@@ -172,14 +169,8 @@ def save_model(
     if dtype not in STORAGE_DTYPES:
         raise ModelError(f"storage dtype must be one of {', '.join(STORAGE_DTYPES)}, got {dtype!r}")
     stored = jax.tree.map(lambda x: np.asarray(x, jnp.dtype(dtype)), jax.device_get(params))
-    entries = {
-        "format": FORMAT,
-        "version": VERSION,
-        "config": json.dumps(config_to_dict(config)),
-        "card": None,
-        "dtype": dtype,
-        "params": flax.serialization.msgpack_serialize(stored),
-    }
+    entries = dict(format=FORMAT, version=VERSION, config=json.dumps(config_to_dict(config)))
+    entries.update(card=None, dtype=dtype, params=flax.serialization.msgpack_serialize(stored))
     if snapshot is not None:
         packed = flax.serialization.msgpack_serialize(dict(snapshot))
         entries["continuation"] = zlib.compress(packed, 1)
@@ -206,16 +197,13 @@ def export_run(
     snapshot: Mapping[str, Any] | None = None,
 ) -> Card:
     """Write checkpoint `step` of a run (the newest when None) as the model file `out`, with
-    `snapshot` (azjax.resume.run_snapshot) when given; returns the card.
-
-    `command` defaults to `azjax-train` on the run's `config.yaml` when it has one. The model
-    plays with `simulations` by default when given, else with the run's evaluation simulations.
-    """
+    `snapshot` (azjax.resume.run_snapshot) when given; returns the card. `command` defaults to
+    `azjax-train` on the run's `config.yaml`; the model plays with `simulations` by default when
+    given, else with the run's evaluation simulations."""
     workdir, out = pathlib.Path(workdir), pathlib.Path(out)
     check_suffix(out, SUFFIX)
-    if step is None:
-        steps = checkpoint.list_steps(workdir)
-        step = steps[-1] if steps else None  # None: load_for_inference names the empty run
+    if step is None:  # the newest; None: load_for_inference names the empty run
+        step = (checkpoint.list_steps(workdir) or [None])[-1]
     config, params = checkpoint.load_for_inference(str(workdir), step)
     if simulations is not None:
         config = _playing(config, simulations)

@@ -72,9 +72,8 @@ def _label(model: Model) -> str:
     """How errors name a model: checkpoint WORKDIR@STEP, model FILE.azjax or zoo model NAME."""
     if model.card is None:
         return f"checkpoint {model.name}"
-    if model.name.startswith("zoo:"):
-        return f"zoo model {model.name.removeprefix('zoo:')}"
-    return f"model {model.name}"
+    zoo_model = model.name.startswith("zoo:")
+    return f"zoo model {model.name[4:]}" if zoo_model else f"model {model.name}"
 
 
 def _game(game: Game) -> str:
@@ -111,9 +110,8 @@ def load(text: str, game: Game | None = None, config: Config | None = None) -> M
     source = parse_source(text)
     if source.kind == "run":
         path, step = run_directory(source), source.step
-        if step is None:
-            steps = checkpoint.list_steps(path)
-            step = steps[-1] if steps else None  # None: load_for_inference names the empty run
+        if step is None:  # the newest; None: load_for_inference names the empty run
+            step = (checkpoint.list_steps(path) or [None])[-1]
         trained, params = checkpoint.load_for_inference(path, step)
         card, name = None, f"{path}@{step}"
     else:

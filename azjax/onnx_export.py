@@ -1,6 +1,6 @@
 """Trained networks as ONNX: `obs -> (logits, value)`, checked against JAX by onnxruntime.
 
-    write_checked_onnx(config, params, "connect4.onnx")   # written, checked, then moved in place
+    export_onnx(config, params, "connect4.onnx")   # written, checked, then moved in place
 
 jax2onnx and onnxruntime come with the `export` extra (docs/models.md#onnx).
 """
@@ -59,16 +59,22 @@ def export_onnx(
     out: str | pathlib.Path,
     batch: int | None = None,
     card: Mapping[str, Any] | None = None,
-) -> None:
+) -> float:
     """Write the network as ONNX: input `obs` float32 [B, *observation_shape], outputs `logits`
-    float32 [B, num_actions] and `value` float32 [B]; B is symbolic unless `batch` is given.
-    The config, and `card` when given, go into the model's metadata.
+    float32 [B, num_actions] and `value` float32 [B] (B symbolic unless `batch` is given), the
+    config and `card` in its metadata. It is written beside `out`, checked by onnxruntime
+    (`check_onnx`) and only then moved to `out`: a failed, interrupted or mismatched
+    (OnnxMismatch: a difference above TOLERANCE) export leaves `out` as it was. Returns the
+    check's largest difference.
 
     The graph computes in float32. The network picks its 3x3 convolution with
     `lax.platform_dependent`, which jax2onnx cannot lower, so it is traced on the CPU with
-    compile-time evaluation: the CPU form (ONNX `Conv` nodes) is exported, over the same
-    parameters.
+    compile-time evaluation: the CPU form (ONNX `Conv` nodes) is exported, same parameters.
     """
+    out = pathlib.Path(out)
+    check_suffix(out, ".onnx")
+    if not out.parent.is_dir():
+        raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
     try:
         from jax2onnx import to_onnx  # optional (the export extra), and slow to import
     except ImportError:
@@ -80,11 +86,11 @@ def export_onnx(
         raise ModelError(f"ONNX batch size must be >= 1 (or symbolic), got {batch}")
     game, network = _float32_network(config)
     cpu = jax.devices("cpu")[0]
-    params = jax.device_put(jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params), cpu)
+    on_cpu = jax.device_put(jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), params), cpu)
 
     def apply(obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         with jax.ensure_compile_time_eval(), jax.default_device(cpu):
-            return network.apply(params, obs)
+            return network.apply(on_cpu, obs)
 
     _onnx_plugins()
     logging.getLogger("onnx_ir").setLevel(logging.ERROR)  # notes on untyped shape constants
@@ -101,26 +107,9 @@ def export_onnx(
     for key, value in metadata.items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
-    write_atomically(pathlib.Path(out), model.SerializeToString())
-
-
-def write_checked_onnx(
-    config: Config,
-    params: Any,
-    out: str | pathlib.Path,
-    batch: int | None = None,
-    card: Mapping[str, Any] | None = None,
-) -> float:
-    """`export_onnx` into a file beside `out`, checked by onnxruntime (`check_onnx`) and only
-    then moved to `out`: a failed, interrupted or mismatched (OnnxMismatch: a difference above
-    TOLERANCE) export leaves `out` as it was. Returns the check's largest difference."""
-    out = pathlib.Path(out)
-    check_suffix(out, ".onnx")
-    if not out.parent.is_dir():
-        raise ModelError(f"cannot write {out}: there is no folder {out.parent}")
     unchecked = out.with_name(f"{out.name.removesuffix('.onnx')}.unchecked.onnx")
     try:
-        export_onnx(config, params, unchecked, batch, card)
+        write_atomically(unchecked, model.SerializeToString())
         difference = check_onnx(unchecked, config, params)
         if not difference <= TOLERANCE:  # NaN too
             raise OnnxMismatch(

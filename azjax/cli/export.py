@@ -8,9 +8,7 @@
     azjax-export --card-only connect4.azjax --simulations 512        # its default search
     azjax-export --card-only azjax/zoo/NAME.azjax --strength m.json  # a zoo model's (not zoo:NAME)
 
-A model file holds the parameters, the run's config and a model card, also written beside it as
-NAME.card.json (see azjax.export). `--strength` takes the `--json` output of `azjax-eval --a
-MODEL --b OPPONENT` or `--solver`.
+Model files and cards: azjax.export. `--strength` takes `azjax-eval --json` output.
 """
 
 from __future__ import annotations
@@ -91,24 +89,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _refusal(args: argparse.Namespace) -> str | None:
-    """Why this command line is refused before any work (options that do not go together)."""
+def _check(args: argparse.Namespace) -> None:
+    """Refuse (ValueError) options that do not apply or go together, before any work."""
     if args.strength and not args.card_only:
-        return "--strength needs --card-only"
+        raise ValueError("--strength needs --card-only")
     if args.card_only:  # SOURCE's card is rewritten in place
         given = {"--out": args.out, "--step": args.step, "--batch": args.batch}
         given["--dtype"] = args.dtype if args.dtype != "float32" else None
         given["--format"] = args.format if args.format != "azjax" else None
         if option := next((o for o, value in given.items() if value is not None), None):
-            return f"{option} does not apply to --card-only, which rewrites SOURCE's own card"
+            raise ValueError(
+                f"{option} does not apply to --card-only, which rewrites SOURCE's own card"
+            )
     elif args.batch is not None and args.format != "onnx":
-        return "--batch is for --format onnx (a model file holds no batch size)"
+        raise ValueError("--batch is for --format onnx (a model file holds no batch size)")
     elif args.dtype != "float32" and args.format == "onnx":
-        return "--dtype is for a model file: ONNX stores and computes in float32"
-    return None
+        raise ValueError("--dtype is for a model file: ONNX stores and computes in float32")
+    if args.simulations is not None:
+        check_simulations(args.simulations, "--simulations")
+    if args.resumable is not None and args.resumable < 0:
+        raise ValueError(f"--resumable takes a count of positions >= 0, got {args.resumable}")
+    if args.resumable is not None and (args.card_only or args.format == "onnx"):
+        raise ValueError("--resumable is for a model file exported from a run")
 
 
-def _card_only(args: argparse.Namespace) -> None:
+def _card_only(args: argparse.Namespace) -> int:
+    """Rewrite SOURCE's card; the command's status."""
     from azjax import export, model  # flax, orbax: loaded after --help
 
     file = model.model_file(args.source)
@@ -141,6 +147,7 @@ def _card_only(args: argparse.Namespace) -> None:
     if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
         card = export.write_card(args.source)
     print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
+    return OK
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -181,7 +188,7 @@ def _export(args: argparse.Namespace) -> int:
         raise ValueError("--simulations is for a model file: ONNX holds the network alone")
     found = model.load(text)
     try:
-        difference = onnx_export.write_checked_onnx(
+        difference = onnx_export.export_onnx(
             found.config, found.params, args.out, args.batch, found.card
         )
     except onnx_export.OnnxMismatch as err:  # the converter's fault, not the input's
@@ -198,20 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 def _main(argv: Sequence[str] | None) -> int:
     load_game_modules("azjax-export")
     args = _parser().parse_args(argv)
-    if refusal := _refusal(args):
-        return bad_input("azjax-export", refusal)
-    use_compilation_cache()
     try:
-        if args.simulations is not None:
-            check_simulations(args.simulations, "--simulations")
-        if args.resumable is not None and args.resumable < 0:
-            raise ValueError(f"--resumable takes a count of positions >= 0, got {args.resumable}")
-        if args.resumable is not None and (args.card_only or args.format == "onnx"):
-            raise ValueError("--resumable is for a model file exported from a run")
-        if args.card_only:
-            _card_only(args)
-        else:
-            return _export(args)
+        _check(args)
+        use_compilation_cache()
+        return _card_only(args) if args.card_only else _export(args)
     except (ValueError, ImportError) as err:  # bad runs, models, files; no ONNX packages
         return bad_input("azjax-export", str(err))
     except WriteFailure as err:  # a full or failing disk: the file is left as it was
@@ -222,7 +219,6 @@ def _main(argv: Sequence[str] | None) -> int:
         kept = f"; {args.out} is left as it was" if onnx else ""
         print(f"\nazjax-export: interrupted{kept}", file=sys.stderr)
         return INTERRUPTED
-    return OK
 
 
 if __name__ == "__main__":
