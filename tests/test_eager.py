@@ -39,12 +39,11 @@ def test_eager_calls_do_not_grow_memory(name):
         game.legal_actions(after), game.board(after), game.render(after)
         game.format_action(action), game.heuristic(after, 0)
 
-    for _ in range(3):  # compile once
-        play_one()
-    gc.collect()
-    before = _rss_mb()
-    for _ in range(100):
-        play_one()
+    for calls in (3, 100):  # compile once, then measure
+        gc.collect()
+        before = _rss_mb()
+        for _ in range(calls):
+            play_one()
     gc.collect()
     assert _rss_mb() - before < 20, "100 eager plies grew memory by 20 MB or more"
 

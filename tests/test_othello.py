@@ -55,13 +55,11 @@ class Reference:
         return not self.placements[0] and not self.placements[1]
 
     def returns(self) -> list[float]:
-        black = float(np.sign(self.cells.sum()))
-        return [black, -black]
+        return [np.sign(self.cells.sum()), -np.sign(self.cells.sum())]
 
     def legal_actions(self) -> list[int]:
-        if self.is_terminal():
-            return []
-        return self.placements[self.player] or [self.size * self.size]  # or pass
+        pass_ = [] if self.is_terminal() else [self.size * self.size]
+        return self.placements[self.player] or pass_
 
     def apply_action(self, action: int) -> None:
         assert action in self.legal_actions(), (action, self.legal_actions())
