@@ -17,8 +17,8 @@
 # training or the export failed, or the terminal closed); model.azjax is exported resumable,
 # so the next piece, given train.init_from=OUT/model.azjax, continues the run where this one
 # stopped (docs/training.md). BENCH=0 or SOLVER=0 skip those steps; PYTHON picks the
-# interpreter (default python3).
-# Runs from a checkout without installing azjax (its dependencies installed).
+# interpreter (default: the checkout's .venv/bin/python, which `make train` makes, else
+# python3). Runs from a checkout without installing azjax (its dependencies installed).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -34,6 +34,12 @@ if ! [[ $minutes =~ ^[0-9]+([.][0-9]+)?$ ]] || [[ $minutes =~ ^0+([.]0*)?$ ]]; t
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
+[[ -z ${PYTHON:-} && -x $root/.venv/bin/python ]] && py=$root/.venv/bin/python
+if ! missing=$("$py" -c 'import jax, flax, mctx, optax, orbax.checkpoint' 2>&1); then
+    echo "fresh_machine.sh: $py cannot run azjax (${missing##*$'\n'}): run \`make train\` once" \
+        "(it makes .venv), or set PYTHON to an interpreter with azjax's dependencies" >&2
+    exit 2
+fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$out"
 tmp=$(mktemp -d) run=$tmp/run
@@ -63,8 +69,11 @@ step "train: $minutes minutes of $config (Ctrl-C stops it early and keeps what i
 # timeout runs training in a process group of its own, which a terminal's Ctrl-C does not reach:
 # this script passes a Ctrl-C or SIGTERM on as one SIGTERM (a second stops training at once),
 # waiting in the background, as bash runs a trap only once a foreground command has ended.
+# The run directory goes when this script ends: training's "rerun the same command to resume"
+# would send a person to it, so the next piece's line (at the end) is named instead.
+hint='s/rerun the same command to resume/the next piece continues from the exported model/'
 timeout -s TERM -k 120 "${minutes}m" "$py" -m azjax.cli.train --config "$config" --workdir "$run" \
-    --quiet "$@" &
+    --quiet "$@" > >(sed -u "$hint") 2> >(sed -u "$hint" >&2) &
 training=$! interrupted=0
 trap 'interrupted=1; kill -TERM "$training" 2>/dev/null || true' INT TERM
 status=

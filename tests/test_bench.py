@@ -180,6 +180,9 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "interrupted at iteration" in result.stdout
+    # Its run directory is gone at the end: the way on is the exported model, not a rerun.
+    assert "rerun the same command" not in result.stdout + result.stderr
+    assert "the next piece continues from the exported model" in result.stdout
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert records and records[-1]["iteration"] < 100000
     carried = model.load(str(out / "model.azjax")).card["iteration"]
@@ -189,6 +192,15 @@ def test_fresh_machine_script_trains_to_the_clock_and_leaves_a_model_and_its_cur
     assert refused.returncode == 2 and "MINUTES must be a positive number, got '0'" in (
         refused.stderr
     )
+    # An interpreter without azjax's dependencies (python3 outside .venv) is named in one line.
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    bare.chmod(0o755)
+    refused = subprocess.run(
+        command, capture_output=True, text=True, env={**env, "PYTHON": str(bare)}
+    )
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "No module named" in refused.stderr and "make train" in refused.stderr
     # A clock too short for the first checkpoint (0.6 s: not even the imports) is named.
     short = subprocess.run(
         [*command[:3], str(tmp_path / "short"), "0.01", *overrides],
