@@ -1,60 +1,25 @@
-"""Baseline and network agents: exactness of alpha-beta, greedy's rules, MCTS, spec parsing,
-every kind jittable and vmappable, and azjax-eval --ladder."""
+"""Baseline and network agents: alpha-beta against exact referees and a plain negamax, greedy's
+rules, MCTS, spec parsing, every kind jittable and vmappable, and azjax-eval --ladder."""
 
 from __future__ import annotations
 
-import functools
+import json
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import compile_optimised, index, random_trajectories, write_tiny_run
+from helpers import compile_optimised, index, live_positions, write_tiny_run
 
 import games
-from azjax import agents, arena, specs
-
-TTT_LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
-
-
-@functools.cache
-def _ttt_value(board: tuple[int, ...], mover: int) -> int:
-    """Plain-Python negamax: the result (1, 0, -1) of a Tic-Tac-Toe board for `mover` (+1/-1)."""
-    values = []
-    for cell in range(9):
-        if board[cell]:
-            continue
-        nxt = (*board[:cell], mover, *board[cell + 1 :])
-        if any(all(nxt[i] == mover for i in line) for line in TTT_LINES):
-            return 1
-        values.append(0 if all(nxt) else -_ttt_value(nxt, -mover))
-    return max(values)
-
-
-def _ttt_move_values(board: tuple[int, ...], mover: int) -> dict[int, int]:
-    out = {}
-    for cell in range(9):
-        if board[cell]:
-            continue
-        nxt = (*board[:cell], mover, *board[cell + 1 :])
-        if any(all(nxt[i] == mover for i in line) for line in TTT_LINES):
-            out[cell] = 1
-        else:
-            out[cell] = 0 if all(nxt) else -_ttt_value(nxt, -mover)
-    return out
+from azjax import agents, arena, referees, specs
+from azjax.cli.evaluate import main
 
 
 def _live_states(game, key, batch: int, length: int, stride: int = 1):
-    """Non-final states along random games, batched (numpy leaves, leading dimension N)."""
-    _, states = random_trajectories(game, key, batch, length)
-    states = jax.tree.map(lambda x: np.asarray(x)[::stride].reshape(-1, *x.shape[2:]), states)
-    live = ~states.terminated
-    return jax.tree.map(lambda x: x[live], states)
-
-
-def _unstack(states):
-    """A batched state as a list of unbatched (numpy) states."""
-    return [index(states, i) for i in range(states.current_player.shape[0])]
+    """Every `stride`-th live state along random games, batched (numpy leaves)."""
+    states = live_positions(game, key, batch, length)
+    return index(states, slice(None, None, stride))
 
 
 def _choose(agent, states, key, optimised: bool = False):
@@ -65,84 +30,35 @@ def _choose(agent, states, key, optimised: bool = False):
     return np.asarray(choose(*args))
 
 
-def _stack(states):
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
-
-
-def _all_children(game, states):
-    """Every action applied to every state: a batched state with leaves [N, A, ...]."""
-    step = jax.vmap(jax.vmap(game.step, (None, 0)), (0, None))
-    return jax.device_get(jax.jit(step)(states, jnp.arange(game.num_actions)))
-
-
 # ----------------------------------------------------------------------------- alpha-beta
 
 
-def test_alphabeta_plays_optimal_tictactoe_moves():
-    """Every move alphabeta:9 chooses, for X and for O, at every ply of random games, is one of
-    the best by plain-Python negamax: it never loses, and perfect play against itself draws."""
-    game = games.make("tictactoe")
-    states = _live_states(game, jax.random.key(1), 12, 8)
-    assert set(states.current_player.tolist()) == {0, 1}
+def test_alphabeta_plays_perfect_tictactoe():
+    """alphabeta:9 searches to the end: in positions of every ply, for X and for O, its move
+    is a best one by the exact labels (tests/test_referees.py checks them all by minimax),
+    the soonest win or the latest loss."""
+    game, positions = games.make("tictactoe"), referees.TICTACTOE.load()[1::45]
+    assert {p.ply for p in positions} == set(range(1, 9))
+    states = referees.replay(game, positions)
     moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2), optimised=True)
-    for state, move in zip(_unstack(states), moves, strict=True):
-        board = tuple(int(v) for v in np.asarray(state.board))
-        mover = 1 if int(state.current_player) == 0 else -1
-        values = _ttt_move_values(board, mover)
-        assert values[int(move)] == max(values.values()), (board, int(move), values)
-
-
-def _box_sides(rows, cols):
-    h = (rows + 1) * cols
-    return [
-        (r * cols + c, (r + 1) * cols + c, h + r * (cols + 1) + c, h + r * (cols + 1) + c + 1)
-        for r in range(rows)
-        for c in range(cols)
-    ]
-
-
-@functools.cache
-def _dab_value(lines: frozenset, margin: int, boxes: tuple, total: int) -> int:
-    """Plain-Python Dots and Boxes: result sign for the mover; `margin` = mover's boxes minus
-    the opponent's so far; `boxes` = the four lines of every box."""
-    if len(lines) == total:
-        return int(np.sign(margin))
-    best = -2
-    for line in range(total):
-        if line in lines:
-            continue
-        nxt = lines | {line}
-        gained = sum(1 for b in boxes if line in b and all(x in nxt for x in b))
-        if gained:
-            value = _dab_value(nxt, margin + gained, boxes, total)
-        else:
-            value = -_dab_value(nxt, -margin, boxes, total)
-        best = max(best, value)
-    return best
+    assert referees.score_moves(positions, moves).best_move == 1
 
 
 def test_alphabeta_is_exact_with_repeated_turns():
-    # Dots and Boxes 2x2 endgames (a box completed keeps the turn), searched to the end.
+    """Dots and Boxes 2x2 endgames (a box completed keeps the turn), searched to the end: the
+    chosen line's result is the best by the exact solver (tests/test_referees.py checks it)."""
     game = games.make("dots_and_boxes", rows=2, cols=2)
-    boxes = tuple(_box_sides(2, 2))
+    solution = referees.DotsAndBoxesSolution.of(2, 2)
     states = _live_states(game, jax.random.key(3), 12, 12)
-    states = jax.tree.map(lambda x: x[states.lines.sum(-1) >= 6], states)
+    states = index(states, np.asarray(states.lines).sum(-1) >= 6)
     assert states.current_player.shape[0] >= 20
     moves = _choose(agents.make("alphabeta:6", game), states, jax.random.key(4))
-    for state, move in zip(_unstack(states), moves, strict=True):
-        lines = frozenset(int(i) for i in np.flatnonzero(np.asarray(state.lines)))
-        me = int(state.current_player)
-        margin = int(state.scores[me]) - int(state.scores[1 - me])
-
-        def after(line, lines=lines, margin=margin):
-            nxt = lines | {line}
-            gained = sum(1 for b in boxes if line in b and all(x in nxt for x in b))
-            if gained:
-                return _dab_value(nxt, margin + gained, boxes, 12)
-            return -_dab_value(nxt, -margin, boxes, 12)
-
-        values = {line: after(line) for line in range(12) if line not in lines}
-        assert values[int(move)] == max(values.values()), (sorted(lines), int(move), values)
+    for i, move in enumerate(moves):
+        drawn = sum(1 << int(line) for line in np.flatnonzero(states.lines[i]))
+        me = int(states.current_player[i])
+        margin = int(states.scores[i, me]) - int(states.scores[i, 1 - me])
+        results = [None if v is None else np.sign(margin + v) for v in solution.move_values(drawn)]
+        assert results[move] == max(r for r in results if r is not None), (drawn, move, results)
 
 
 def _negamax(game, states, depth: int):
@@ -166,19 +82,14 @@ def _negamax(game, states, depth: int):
 
 
 @pytest.mark.parametrize(
-    ("name", "kwargs", "depth"),
-    [
-        ("connect4", {}, 3),
-        ("dots_and_boxes", {"rows": 2, "cols": 2}, 3),
-    ],
+    ("name", "kwargs"), [("connect4", {}), ("dots_and_boxes", {"rows": 2, "cols": 2})]
 )
-def test_alphabeta_equals_plain_negamax(name, kwargs, depth):
+def test_alphabeta_equals_plain_negamax(name, kwargs):
     game = games.make(name, **kwargs)
     states = _live_states(game, jax.random.key(14), 6, 24, stride=4)
-    values = np.asarray(jax.jit(_negamax, static_argnums=(0, 2))(game, states, depth))
-    moves = _choose(agents.make(f"alphabeta:{depth}", game), states, jax.random.key(15))
-    rows = np.arange(len(moves))
-    np.testing.assert_array_equal(values[rows, moves], values.max(-1))
+    values = np.asarray(jax.jit(_negamax, static_argnums=(0, 2))(game, states, 3))
+    moves = _choose(agents.make("alphabeta:3", game), states, jax.random.key(15))
+    np.testing.assert_array_equal(values[np.arange(len(moves)), moves], values.max(-1))
 
 
 # ----------------------------------------------------------------------------- greedy
@@ -189,7 +100,8 @@ def test_greedy_takes_an_immediate_win(name):
     game = games.make(name)
     states = _live_states(game, jax.random.key(5), 32, game.max_game_length)
     moves = _choose(agents.make("greedy", game), states, jax.random.key(6))
-    children = _all_children(game, states)
+    step = jax.jit(jax.vmap(jax.vmap(game.step, (None, 0)), (0, None)))
+    children = jax.device_get(step(states, jnp.arange(game.num_actions)))
     movers = states.current_player
     wins = children.rewards[np.arange(len(movers)), :, movers] > 0  # [N, A], mover's view
     wins &= states.legal_action_mask
@@ -200,29 +112,27 @@ def test_greedy_takes_an_immediate_win(name):
 
 def test_greedy_does_not_hand_over_boxes():
     game = games.make("dots_and_boxes")
-    boxes = _box_sides(3, 3)
+    boxes = [(b, b + 3, 12 + b + b // 3, 13 + b + b // 3) for b in range(9)]  # 3x3: their sides
+
+    def three_sided(drawn):
+        return any(sum(x in drawn for x in box) == 3 for box in boxes)
+
     states = _live_states(game, jax.random.key(7), 16, 24, stride=2)
     moves = _choose(agents.make("greedy", game), states, jax.random.key(8))
     checked = 0
-    for state, move in zip(_unstack(states), moves, strict=True):
-        lines = set(np.flatnonzero(np.asarray(state.lines)).tolist())
-
-        def sides(ls):
-            return [sum(x in ls for x in b) for b in boxes]
-
-        if 3 in sides(lines):
+    for lines, move in zip(np.asarray(states.lines), moves, strict=True):
+        drawn = set(np.flatnonzero(lines).tolist())
+        if three_sided(drawn):
             continue  # a box can be taken: greedy takes boxes first
-        free = [line for line in range(24) if line not in lines]
-        safe = [line for line in free if 3 not in sides(lines | {line})]
+        safe = [line for line in range(24) if line not in drawn and not three_sided(drawn | {line})]
         if safe:
-            assert int(move) in safe, (sorted(lines), int(move))
+            assert int(move) in safe, (sorted(drawn), int(move))
             checked += 1
     assert checked >= 20
 
 
-@pytest.mark.parametrize(("name", "kwargs"), [("chain_reaction", {}), ("othello", {"size": 6})])
-def test_greedy_beats_random_widely(name, kwargs):
-    game = games.make(name, **kwargs)
+def test_greedy_beats_random_widely():
+    game = games.make("chain_reaction")
     r = arena.match(
         game, agents.make("greedy", game), agents.make("random", game), 20, jax.random.key(9)
     )
@@ -258,13 +168,16 @@ def test_rollout_value_is_from_the_movers_view():
     for a in (0, 3, 1, 4, 6, 7, 5, 8):  # X 0 1 6 5, O 3 4 7 8: X to move, only cell 2 left
         state = game.step(state, a)
     assert not bool(state.terminated) and int(state.current_player) == 0
-    logits, value = evaluate(None, _stack([state]), jax.random.key(1))
+    logits, value = evaluate(None, jax.tree.map(lambda x: x[None], state), jax.random.key(1))
     assert float(value[0]) == 1.0 and logits.shape == (1, 9)
     # O to move with cells 7 and 8 left: O wins at 7 (1-4-7); at 8, X fills 7 and it is a draw.
     state = game.init(jax.random.key(0))
     for a in (0, 1, 2, 3, 5, 4, 6):  # X 0 2 5 6, O 1 3 4
         state = game.step(state, a)
-    values = [float(evaluate(None, _stack([state]), jax.random.key(k))[1][0]) for k in range(12)]
+    values = [
+        float(evaluate(None, jax.tree.map(lambda x: x[None], state), jax.random.key(k))[1][0])
+        for k in range(12)
+    ]
     assert set(values) == {1.0, 0.0}
 
 
@@ -396,10 +309,6 @@ def test_pure_mcts_analysis():
 
 
 def test_ladder_of_a_run(tiny_run, tmp_path, capsys):
-    import json
-
-    from azjax.cli.evaluate import main
-
     out, png = tmp_path / "ladder.json", tmp_path / "elo.png"
     argv = ["--ladder", str(tiny_run), "--baselines", "random", "--kind", "policy"]
     assert main([*argv, "--games", "2", "--quiet", "--json", str(out), "--png", str(png)]) == 0
@@ -425,10 +334,7 @@ def test_ladder_of_a_run(tiny_run, tmp_path, capsys):
 def test_ladder_of_exported_models(tiny_run, tmp_path, capsys):
     """A folder of azjax-export files is rated like a run, in the order of the cards' iterations;
     `policy:FILE.azjax` / `search:FILE.azjax` play one model file."""
-    import json
-
     from azjax import export
-    from azjax.cli.evaluate import main
 
     models = tmp_path / "models"
     models.mkdir()
