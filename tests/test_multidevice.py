@@ -1,7 +1,7 @@
-"""Several devices, one code path: how batches split over devices, how many CPU devices
-`azjax-train` asks for, and training waiting for every shard of the replay buffer (in a
-subprocess: the CPU device count is set before JAX starts). Training on 4 fake devices, equal to
-one and resumed on any count: tests/test_multihost.py."""
+"""Several devices, one code path: how many CPU devices `azjax-train` asks for, batches the
+devices cannot split, and training waiting for every shard of the replay buffer (in a subprocess:
+the CPU device count is set before JAX starts). Training on 4 fake devices, split as it should,
+equal to one and resumed on any count: tests/test_multihost.py."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ import subprocess
 import sys
 import types
 
-import jax
 import numpy as np
 import pytest
 from helpers import ROOT
-from jax.sharding import PartitionSpec
 
 from azjax import parallel
 from azjax.config import load_config
@@ -94,12 +92,3 @@ def test_a_batch_the_devices_cannot_split_is_refused_naming_one_they_can():
         refused = rf"train.batch_size={value} must be a multiple of the number of devices \(4\)"
         with pytest.raises(ValueError, match=rf"^{refused}; try train.batch_size={suggested}$"):
             parallel.check_divisible(value, "train.batch_size", four)
-
-
-def test_the_leading_games_axis_is_split_and_every_other_leaf_replicated():
-    mesh = parallel.make_mesh()
-    leaves = {"slots": (6, 6), "plies": (6,), "table": (3, 6), "count": ()}
-    tree = {k: jax.ShapeDtypeStruct(shape, np.int32) for k, shape in leaves.items()}
-    specs = {k: s.spec for k, s in parallel.batch_shardings(tree, 6, mesh).items()}
-    split, whole = PartitionSpec(parallel.DATA), PartitionSpec()
-    assert specs == {"slots": split, "plies": split, "table": whole, "count": whole}
