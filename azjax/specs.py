@@ -1,13 +1,9 @@
-"""Agent specs and model sources as text, parsed and bounded without importing JAX.
-
-An agent spec names a move chooser (see azjax.agents); a model source names a trained network
-(see azjax.model):
+"""Agent specs (move choosers, azjax.agents) and model sources (trained networks,
+azjax.model) as text, parsed and bounded without importing JAX:
 
     random | greedy | alphabeta:DEPTH | mcts:SIMS                          baselines
     policy:SOURCE | search:SOURCE[:SIMS] | zoo:NAME[:SIMS] | policy-zoo:NAME  trained networks
     SOURCE: WORKDIR (its newest checkpoint), WORKDIR@STEP, FILE.azjax or zoo:NAME
-
-`config` and `export` check specs here, so that neither needs the agents.
 """
 
 from __future__ import annotations
@@ -63,8 +59,7 @@ def is_model_file(path: str | object) -> bool:
 
 
 def check_simulations(number: int, what: str) -> int:
-    """`number` when it is a search's simulation count in [1, MAX_SIMULATIONS], else
-    ValueError naming `what`."""
+    """`number` if it is in [1, MAX_SIMULATIONS] simulations, else ValueError naming `what`."""
     if not 1 <= number <= MAX_SIMULATIONS:
         raise ValueError(f"{what} must be in [1, {MAX_SIMULATIONS}] simulations, got {number}")
     return number
