@@ -44,7 +44,6 @@ GAME_CONFIGS: list[tuple[str, dict]] = [
     ("connect4", {}),
     ("dots_and_boxes", {}),
     ("dots_and_boxes", {"rows": 2, "cols": 3}),
-    ("dots_and_boxes", {"rows": 2, "cols": 2}),
     ("othello", {}),
     ("othello", {"size": 6}),
     ("chain_reaction", {}),
