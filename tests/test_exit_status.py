@@ -3,11 +3,17 @@ with one line on stderr naming it, before anything is compiled and without a tra
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import pty
+import select
+import signal
+import time
 import tomllib
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, TINY
 
 from azjax.cli import BAD_INPUT, FAILED, INTERRUPTED, OK
 from azjax.cli.console import COMMANDS
@@ -45,6 +51,7 @@ CASES = [
     ("azjax-play", [*PLAY, "--save", "/no/such/folder/g.json"], "there is no folder /no/such"),
     ("azjax-play", [*PLAY, "--save", "{tmp}/file.txt/g.json"], "--save {tmp}/file.txt/g.json"),
     ("azjax-play", ["--game", "chess", "--opponent", "random"], "unknown game 'chess'"),
+    ("azjax-play", ["--game", "chess", "--opponent", "random"], "name its module in AZJAX_GAMES"),
     ("azjax-play", ["--opponent", "random"], "--game is needed (one of chain_reaction, "),
     ("azjax-play", [], "unless --opponent names a trained model"),
     ("azjax-play", ["--size", "size=6", "--opponent", "zoo:othello"], "--size needs --game"),
@@ -76,3 +83,38 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, capsys, command, args, nam
     assert len(err.splitlines()) == 1 and err.startswith(f"{command}: "), err
     assert named.replace("{tmp}", str(tmp_path)) in err, err
     assert not (tmp_path / "run").exists()  # a refused run leaves no workdir behind
+
+
+def test_make_train_stopped_by_ctrl_c_ends_as_the_readme_says(tmp_path):
+    """Ctrl-C at a terminal during `make train` (SIGINT to make's process group): azjax-train
+    saves a checkpoint and exits 130, make reports it and ends by the signal itself, which a
+    shell shows as status 130 (README, "Two commands")."""
+    run = tmp_path / "run"
+    args = " ".join([*TINY, "train.iterations=100000"])
+    pid, fd = pty.fork()
+    if pid == 0:  # a terminal's job: its own session, make's SIGINT at the default
+        os.chdir(ROOT)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.execvp(
+            "make", ["make", "-o", ".venv/.installed", "train", f"WORKDIR={run}", f"ARGS={args}"]
+        )
+    said, deadline, status = b"", time.monotonic() + 300, None
+    try:
+        while status is None and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                with contextlib.suppress(OSError):  # the terminal closed: make has ended
+                    said += os.read(fd, 65536)
+            if not said.count(b"interrupted") and any((run / "checkpoints").glob("[0-9]*")):
+                os.killpg(pid, signal.SIGINT)
+                said += b"interrupted: sent\n"
+            done, code = os.waitpid(pid, os.WNOHANG)
+            status = code if done else None
+    finally:
+        if status is None:
+            os.killpg(pid, signal.SIGKILL)
+    text = said.decode(errors="replace")
+    assert status is not None and os.WIFSIGNALED(status), text
+    assert os.WTERMSIG(status) == signal.SIGINT, text
+    assert "interrupted at iteration" in text, text
+    assert "train] Interrupt" in text or "train] Error 130" in text, text
+    assert any((run / "checkpoints").glob("[0-9]*"))
