@@ -271,9 +271,7 @@ def replay(game: Game, positions: Sequence[Position]) -> State:
                 f"in {game.name} (moves {list(positions[i].moves)})"
             )
     labelled = np.array([[s is not None for s in p.scores] for p in positions])
-    bad = np.asarray(states.terminated) | np.any(
-        labelled != np.asarray(states.legal_action_mask), axis=1
-    )
+    bad = np.asarray(states.terminated) | (labelled != np.asarray(states.legal_action_mask)).any(1)
     if bad.any():
         moves = [positions[i].moves for i in np.flatnonzero(bad)[:3]]
         raise ValueError(f"positions finished or not labelled for {game.name}'s moves: {moves}")
@@ -323,13 +321,10 @@ def agent_moves(
     batch_size: int | None = None,
     progress: Callable[[int], Any] | None = None,
 ) -> np.ndarray:
-    """The move `agent` chooses in each of `positions`.
-
-    The agent moves in `batch_size` positions at a time (default: all at once; the last batch
-    is padded, so one compilation serves all), each with its own key whatever the batches;
-    `progress(n)` is called after each batch of `n` positions. A KeyboardInterrupt after the
-    first batch becomes MovesInterrupted, with the finished moves.
-    """
+    """The move `agent` chooses in each of `positions`, `batch_size` at a time (default: all;
+    the last batch padded, so one compilation serves all), each with its own key whatever the
+    batches; `progress(n)` after each batch of n. A KeyboardInterrupt after the first batch
+    becomes MovesInterrupted, with the finished moves."""
     count = len(positions)
     if count == 0:
         raise ValueError("no positions to score")

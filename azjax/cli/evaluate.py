@@ -157,11 +157,6 @@ def _agent(spec: str, game):
     return agent
 
 
-def _game(args: argparse.Namespace, specs: list[str]) -> games.Game:
-    """--game, else the game of the first spec naming a trained model."""
-    return chosen_game(args.game, args.size, specs, "an agent")
-
-
 @contextlib.contextmanager
 def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game"):
     """A progress bar's callback for a batch loop: the bar moves, then a Ctrl-C whose
@@ -219,7 +214,7 @@ def _match(args: argparse.Namespace) -> Outcome:
     if args.b is None:
         raise UsageError("--a needs --b (the opponent's spec)")
     spec_b = _nonempty(args.b, "--b")
-    game = _game(args, [spec_a, spec_b])
+    game = chosen_game(args.game, args.size, [spec_a, spec_b], "an agent")
     a, b = _agent(spec_a, game), _agent(spec_b, game)
     key, batch, stopped = jax.random.key(args.seed), args.batch or GAME_BATCH, {}
     try:
@@ -271,7 +266,7 @@ def _round_robin(args: argparse.Namespace) -> Outcome:
     specs = [s.strip() for s in args.round_robin.split(",") if s.strip()]
     if len(specs) < 2:
         raise UsageError(f"--round-robin needs at least two specs, got {args.round_robin!r}")
-    game = _game(args, specs)
+    game = chosen_game(args.game, args.size, specs, "an agent")
     players = [_agent(s, game) for s in specs]
     names = [p.name for p in players]
     if len(set(names)) < len(names):
@@ -323,7 +318,7 @@ def _ladder(args: argparse.Namespace) -> Outcome:
         if missing:
             raise UsageError(f"--steps: no checkpoint at {missing} in {workdir}; it has {steps}")
         steps = chosen
-    game = _game(args, [f"policy:{found[steps[-1]]}"])
+    game = chosen_game(args.game, args.size, [f"policy:{found[steps[-1]]}"], "an agent")
     listed = [s.strip() for s in (args.baselines or DEFAULT_BASELINES).split(",") if s.strip()]
     baselines = ["random"] + [s for s in dict.fromkeys(listed) if s != "random"]  # anchor first
     players = [_agent(s, game) for s in baselines]
@@ -370,7 +365,7 @@ def _solver(args: argparse.Namespace) -> Outcome:
     if args.game is None and parse_spec(spec).source is None:
         game = referees.CONNECT4.game  # the default
     else:
-        game = _game(args, [spec])
+        game = chosen_game(args.game, args.size, [spec], "an agent")
     referee = referees.referee_for(game)
     agent = _agent(spec, game)
     positions = referee.load(args.positions)
