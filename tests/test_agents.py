@@ -168,17 +168,15 @@ def test_rollout_value_is_from_the_movers_view():
     for a in (0, 3, 1, 4, 6, 7, 5, 8):  # X 0 1 6 5, O 3 4 7 8: X to move, only cell 2 left
         state = game.step(state, a)
     assert not bool(state.terminated) and int(state.current_player) == 0
-    logits, value = evaluate(None, jax.tree.map(lambda x: x[None], state), jax.random.key(1))
+    one = jax.tree.map(lambda x: x[None], state)
+    logits, value = evaluate(None, one, jax.random.key(1))
     assert float(value[0]) == 1.0 and logits.shape == (1, 9)
     # O to move with cells 7 and 8 left: O wins at 7 (1-4-7); at 8, X fills 7 and it is a draw.
     state = game.init(jax.random.key(0))
     for a in (0, 1, 2, 3, 5, 4, 6):  # X 0 2 5 6, O 1 3 4
         state = game.step(state, a)
-    values = [
-        float(evaluate(None, jax.tree.map(lambda x: x[None], state), jax.random.key(k))[1][0])
-        for k in range(12)
-    ]
-    assert set(values) == {1.0, 0.0}
+    one = jax.tree.map(lambda x: x[None], state)
+    assert {float(evaluate(None, one, jax.random.key(k))[1][0]) for k in range(12)} == {1.0, 0.0}
 
 
 def test_mcts_beats_random_at_tictactoe():
@@ -192,9 +190,9 @@ def test_mcts_beats_random_at_tictactoe():
 # ----------------------------------------------------------------------------- specs
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
+def test_bad_specs_and_missing_or_foreign_checkpoints_are_refused(tmp_path, tiny_run):
+    game = games.make("tictactoe")
+    cases = [
         ("", "expected random, greedy"),
         ("minimax", "unknown agent kind 'minimax'"),
         ("random:3", "random takes no argument"),
@@ -204,11 +202,13 @@ def test_mcts_beats_random_at_tictactoe():
         ("mcts:-5", "positive integer SIMS"),
         ("policy:", "needs a run directory"),
         ("search:@3", "needs a run directory"),
-    ],
-)
-def test_bad_specs_are_refused(spec, message):
-    with pytest.raises(ValueError, match=message):
-        agents.make(spec, games.make("tictactoe"))
+        (f"policy:{tmp_path}", "no checkpoint"),
+    ]
+    for spec, message in cases:
+        with pytest.raises(ValueError, match=message):
+            agents.make(spec, game)
+    with pytest.raises(ValueError, match="trained on tictactoe"):
+        agents.make(f"search:{tiny_run}", games.make("connect4"))
 
 
 def test_spec_parsing():
@@ -235,11 +235,6 @@ def test_spec_parsing():
     for beside in (0, specs.MAX_SIMULATIONS + 1):
         with pytest.raises(ValueError, match=r"--simulations must be in \[1, 100000\]"):
             specs.check_simulations(beside, "--simulations")
-
-
-def test_missing_checkpoint_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="no checkpoint"):
-        agents.make(f"policy:{tmp_path}", games.make("tictactoe"))
 
 
 # ----------------------------------------------------------------------------- networks
@@ -270,14 +265,6 @@ def test_every_agent_is_jittable_and_vmappable(spec, tiny_run):
         assert agent.name.endswith("@2") and older.name.endswith("@1") and agent.fn is older.fn
 
 
-def test_network_analysis(tiny_run):
-    game = games.make("tictactoe")
-    state = game.step(game.init(jax.random.key(0)), 4)
-    policy, value = agents.analysis(game, f"search:{tiny_run}")(state, jax.random.key(13))
-    assert np.asarray(policy)[4] == 0 and float(np.sum(policy)) == pytest.approx(1, abs=1e-5)
-    assert -1.0 <= float(value) <= 1.0
-
-
 def test_an_untrained_looking_checkpoint_is_played_with_a_warning(tiny_run, tmp_path, capsys):
     """A checkpoint whose net answers the same everywhere (all parameters 0) still plays, with
     a warning naming what is constant; a live one plays without."""
@@ -292,13 +279,12 @@ def test_an_untrained_looking_checkpoint_is_played_with_a_warning(tiny_run, tmp_
     assert "warning" not in capsys.readouterr().err
 
 
-def test_checkpoint_of_another_game_is_refused(tiny_run):
-    with pytest.raises(ValueError, match="trained on tictactoe"):
-        agents.make(f"search:{tiny_run}", games.make("connect4"))
-
-
-def test_pure_mcts_analysis():
+def test_analysis_of_a_network_and_of_pure_mcts(tiny_run):
     game = games.make("tictactoe")
+    state = game.step(game.init(jax.random.key(0)), 4)
+    policy, value = agents.analysis(game, f"search:{tiny_run}")(state, jax.random.key(13))
+    assert np.asarray(policy)[4] == 0 and float(np.sum(policy)) == pytest.approx(1, abs=1e-5)
+    assert -1.0 <= float(value) <= 1.0
     state = game.init(jax.random.key(0))
     for a in (0, 3, 1, 4):  # X threatens 2, O threatens 5; X to move wins at 2
         state = game.step(state, a)

@@ -100,22 +100,18 @@ def test_wins_draws_losses_are_counted_from_a(num_games):
     assert (r.wins, r.draws, r.losses) == (0, num_games, 0) and r.score == 0.5
 
 
-def test_colours_alternate_game_by_game():
-    # A plays 3 as player 0 and 0 as player 1; B always plays 2: A wins exactly its games as
-    # player 0 and loses exactly those as player 1.
-    a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
-    r = arena.match(HIGHER, a, b, 9, jax.random.key(1), batch_size=4)
-    assert r.first == (5, 0, 0) and r.second == (0, 0, 4)
-    assert (r.wins, r.draws, r.losses) == (5, 0, 4)
-    assert r.score == pytest.approx(5 / 9)
-
-
 def _stop(finished: int):
     raise KeyboardInterrupt  # Ctrl-C, as it lands after a batch
 
 
-def test_an_interrupted_match_keeps_its_finished_batches(tmp_path, monkeypatch, capsys):
+def test_colours_alternate_and_an_interrupted_match_keeps_its_batches(
+    tmp_path, monkeypatch, capsys
+):
+    # A plays 3 as player 0 and 0 as player 1; B always plays 2: A wins exactly its games as
+    # player 0 and loses exactly those as player 1.
     a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
+    r = arena.match(HIGHER, a, b, 9, jax.random.key(1), batch_size=4)
+    assert (r.first, r.second, r.wins, r.losses, r.score) == ((5, 0, 0), (0, 0, 4), 5, 4, 5 / 9)
     with pytest.raises(arena.MatchInterrupted) as stopped:
         arena.match(HIGHER, a, b, 9, jax.random.key(1), batch_size=4, progress=_stop)
     r = stopped.value.result
