@@ -8,16 +8,16 @@ import io
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from helpers import TINY, stop_after_first_iteration
 from test_train import TICTACTOE, assert_trees_equal
 
 from azjax import arena
 from azjax.checkpoint import Checkpointer
-from azjax.config import ConfigError, load_config
-from azjax.train import train_and_evaluate
-from azjax.trainer import gate, make_trainer, restore
+from azjax.config import load_config
+from azjax.resume import from_checkpoint
+from azjax.train import gate, train_and_evaluate
+from azjax.trainer import make_trainer
 
 pytestmark = pytest.mark.xdist_group("train")
 GATED = [*TINY, "gate.every=1", "gate.games=4"]
@@ -47,39 +47,30 @@ def test_selfplay_plays_the_best_parameters_not_the_latest(trainer):
     assert max(jax.tree.leaves(moved)) > 0
 
 
-def test_gate_promotes_only_a_candidate_that_scores_the_threshold(trainer):
-    state, _ = trainer.iterate(trainer.init(jax.random.key(1)))
-    best = jax.tree.map(np.asarray, state.best)
-
-    def with_threshold(threshold: float):
-        config = trainer.config
-        gated = dataclasses.replace(config.gate, threshold=threshold)
-        return dataclasses.replace(trainer, config=dataclasses.replace(config, gate=gated))
-
-    kept, record = gate(with_threshold(1.0), state, jax.random.key(2))
-    if record["gate/score"] < 1.0:  # identical searchers rarely sweep; then nothing changes
-        assert record["gate/promoted"] == 0
-        assert_trees_equal(kept.best, best)
-    promoted, record = gate(with_threshold(0.0), state, jax.random.key(2))
-    assert record["gate/promoted"] == 1 and 0.0 <= record["gate/score"] <= 1.0
-    assert_trees_equal(promoted.best, promoted.params)
-
-
-def test_the_gate_plays_the_latest_parameters_against_the_best(trainer, monkeypatch):
+@pytest.mark.parametrize(("wins", "threshold", "promoted"), [(2, 0.5, 1), (2, 0.55, 0)])
+def test_the_latest_replace_the_best_when_they_score_the_threshold(
+    trainer, monkeypatch, wins, threshold, promoted
+):
+    """The gate plays the latest parameters (the candidate, agent A) against the best and
+    promotes them when they score at least `gate.threshold`."""
     state = trainer.init(jax.random.key(3))
     state = state.replace(params=jax.tree.map(lambda x: x + 1.0, state.params))
     played = {}
 
     def match(game, a, b, num_games, key, opening_moves=0):
-        played.update(a=a.params, b=b.params)
-        return arena.MatchResult(num_games, 0, 0, (num_games // 2, 0, 0), (num_games // 2, 0, 0))
+        played.update(a=a.params, b=b.params, games=num_games, openings=opening_moves)
+        return arena.MatchResult(wins, 0, num_games - wins, (wins, 0, 0), (0, 0, 0))
 
     monkeypatch.setattr(arena, "match", match)
-    promoted, record = gate(trainer, state, jax.random.key(4))
-    assert record == {"gate/score": 1.0, "gate/promoted": 1}
-    assert_trees_equal(played["a"], state.params)  # the candidate: the latest
+    config = dataclasses.replace(
+        trainer.config, gate=dataclasses.replace(trainer.config.gate, threshold=threshold)
+    )
+    after, record = gate(dataclasses.replace(trainer, config=config), state, jax.random.key(4))
+    assert record == {"gate/score": 0.5, "gate/promoted": promoted}
+    assert_trees_equal(played["a"], state.params)
     assert_trees_equal(played["b"], state.best)
-    assert_trees_equal(promoted.best, state.params)
+    assert (played["games"], played["openings"]) == (4, config.gate.opening_moves)
+    assert_trees_equal(after.best, state.params if promoted else state.best)
 
 
 def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
@@ -91,24 +82,10 @@ def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
     # As if stopped after iteration 1: the run resumes there and reaches the same state, the
     # best parameters included.
     with Checkpointer(tmp_path, 3) as checkpointer:
-        _, straight = restore(trainer, checkpointer)
+        _, straight = from_checkpoint(trainer, checkpointer)
     stop_after_first_iteration(tmp_path)
     out = train_and_evaluate(config, tmp_path, progress=False)
     assert out["iteration"] == 2 and out["start_iteration"] == 1 and "gate/score" in out
     with Checkpointer(tmp_path, 3) as checkpointer:
-        _, resumed = restore(trainer, checkpointer)
+        _, resumed = from_checkpoint(trainer, checkpointer)
     assert_trees_equal(resumed, straight)
-
-
-def test_gate_config_refuses_bad_values():
-    with pytest.raises(ConfigError, match=r"gate.threshold must be in \[0, 1\], got 1.5"):
-        load_config(TICTACTOE, ["gate.threshold=1.5"])
-    with pytest.raises(ConfigError, match=r"gate\.games must be even and >= 2 .*, got 1"):
-        load_config(TICTACTOE, ["gate.games=1"])
-
-
-def test_gate_games_must_be_even_so_both_play_each_colour_equally():
-    with pytest.raises(
-        ConfigError, match=r"gate\.games must be even and >= 2 \(equal colours\), got 5"
-    ):
-        load_config(TICTACTOE, ["gate.games=5"])

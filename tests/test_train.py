@@ -29,8 +29,10 @@ from azjax.loss import (
     make_train_step,
 )
 from azjax.replay import make_sampler
-from azjax.train import train_and_evaluate
-from azjax.trainer import evaluate, make_trainer, restore, resume, starting_point
+from azjax.resume import from_checkpoint, from_snapshot, run_snapshot, start
+from azjax.selfplay import Examples
+from azjax.train import evaluate, make_opponents, train_and_evaluate
+from azjax.trainer import make_trainer
 
 TICTACTOE = ROOT / "configs" / "tictactoe.yaml"
 
@@ -60,11 +62,10 @@ def run_uninterrupted(config, iterations: int):
     return trainer, initial, state
 
 
-def restore_latest(trainer, workdir):
-    checkpointer = Checkpointer(workdir, 3)
-    iteration, state = restore(trainer, checkpointer)
-    checkpointer.close()
-    return iteration, state
+def restore(trainer, workdir, step=None):
+    """(iteration, state) of checkpoint `step` (the newest when None) of the run in `workdir`."""
+    with Checkpointer(workdir, 3, owner=False) as checkpointer:
+        return from_checkpoint(trainer, checkpointer, step)
 
 
 def records(workdir):
@@ -117,12 +118,10 @@ def test_two_iterations_end_to_end(two_iterations):
 
     # The checkpoint holds exactly the state an uninterrupted computation reaches.
     trainer, initial, state = run_uninterrupted(config, 2)
-    iteration, restored = restore_latest(trainer, tmp_path)
+    iteration, restored = restore(trainer, tmp_path)
     assert iteration == 2
     assert_trees_equal(restored, state)
-    checkpointer = Checkpointer(tmp_path, 3)
-    first = restore(trainer, checkpointer, 1)[1]
-    checkpointer.close()
+    first = restore(trainer, tmp_path, 1)[1]
     keys = [jax.random.key_data(s.key) for s in (first, state)]
     assert not np.array_equal(*keys)  # each iteration draws from a new key
 
@@ -132,11 +131,6 @@ def test_two_iterations_end_to_end(two_iterations):
     before, after = loss(initial), loss(state.params)
     assert after["loss"] < before["loss"]
     assert after["policy_loss"] < before["policy_loss"]
-
-    # Running again finds the run finished: nothing is redone or rewritten.
-    assert train_and_evaluate(config, tmp_path, progress=False)["finished"]
-    assert list_steps(tmp_path) == [1, 2]
-    assert records(tmp_path) == log
 
 
 @pytest.fixture(scope="module")
@@ -176,17 +170,17 @@ def test_a_run_starts_from_a_model_file_given_in_train_init_from(from_model, tmp
     assert not np.allclose(*(jax.tree.leaves(p)[0] for p in (fresh.params, params)))
     # Another network shape, another game, or no such model: refused, naming the value.
     for bad, words in (
-        (["network.channels=4"], "a 0x8 layer-norm net of tictactoe"),
+        (["network.channels=4"], "a 0x8 net of tictactoe"),
         (["network.blocks=1"], "expected a 1x8"),
         ([f"train.init_from={tmp_path / 'none.azjax'}"], "none.azjax"),
         (["train.init_from=zoo:nope"], "no zoo model 'nope'"),
     ):
         config = load_config(TICTACTOE, [*overrides, *bad])
         with pytest.raises(ConfigError, match=f"train.init_from=.*{words}"):
-            starting_point(config)
+            start(config)
     config = load_config(ROOT / "configs" / "connect4.yaml", [*TINY, f"train.init_from={model}"])
     with pytest.raises(ConfigError, match=r"net of tictactoe; expected a .* net of connect4 "):
-        starting_point(config)
+        start(config)
     # Resumed with another model (as if stopped after iteration 1): the run goes on from its
     # checkpoint and keeps, in its config.yaml and checkpoints, the model it started from,
     # without reading it (gone meanwhile, as from a fresh machine). A setting changed on the
@@ -224,7 +218,6 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
 ):
     from azjax import export
     from azjax.replay import replay_newest
-    from azjax.trainer import stopped_run
 
     overrides = FIVE
     shutil.copytree(five_iterations, tmp_path / "a")
@@ -235,17 +228,15 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
     piece = tmp_path / "piece.azjax"
     saving = tmp_path / "a" / "checkpoints" / "5.orbax-checkpoint-tmp-1"  # a live run's save
     saving.mkdir()
-    export.export_run(tmp_path / "a", piece, 2, continuation=stopped_run(tmp_path / "a", 2, 50))
+    export.export_run(tmp_path / "a", piece, 2, snapshot=run_snapshot(tmp_path / "a", 2, 50))
     assert saving.is_dir()  # an export reads the run and leaves its saves alone
     saving.rmdir()
     config = load_config(TICTACTOE, [*overrides, f"train.init_from={piece}", "checkpoint.keep=4"])
-    start, carried, _ = starting_point(config)
+    first, carried, _ = start(config)
     assert [r["iteration"] for r in json.loads(carried["records"])] == [1, 2]  # no final one
     trainer = make_trainer(config)
-    checkpointer = Checkpointer(tmp_path / "a", 3)
-    _, at_two = restore(make_trainer(load_config(TICTACTOE, overrides)), checkpointer, 2)
-    checkpointer.close()
-    iteration, state = resume(trainer, trainer.init(jax.random.key(7), start), carried)
+    _, at_two = restore(make_trainer(load_config(TICTACTOE, overrides)), tmp_path / "a", 2)
+    iteration, state = from_snapshot(trainer, trainer.init(jax.random.key(7), first), carried)
     assert iteration == 2 and int(state.step) == int(at_two.step) > 0
     rounded = jax.tree.map(  # moments in bfloat16, the schedule's place exact
         lambda x: x.astype(jnp.bfloat16).astype(x.dtype) if x.dtype == jnp.float32 else x,
@@ -273,13 +264,13 @@ def test_a_resumable_model_file_continues_its_run_on_another_machine(
 
     # Nothing left to train, or state that does not fit the config: refused, naming the value.
     with pytest.raises(ConfigError, match=r"stopped at iteration 2: set train\.iterations above"):
-        starting_point(
+        start(
             load_config(TICTACTOE, [*overrides, "train.iterations=2", f"train.init_from={piece}"])
         )
     for part in ("opt_state", "replay"):
         cut = {**carried, part: carried[part][1:]}
         with pytest.raises(ConfigError, match=r"train\.init_from=.*piece\.azjax.*does not fit"):
-            resume(trainer, trainer.init(jax.random.key(0), start), cut)
+            from_snapshot(trainer, trainer.init(jax.random.key(0), first), cut)
 
 
 def test_sigkill_then_resume_equals_uninterrupted(five_iterations, tmp_path):
@@ -309,41 +300,29 @@ def test_sigkill_then_resume_equals_uninterrupted(five_iterations, tmp_path):
 
     # The state and records of the run trained straight in this process.
     trainer = make_trainer(load_config(TICTACTOE, overrides))
-    _, restored = restore_latest(trainer, tmp_path)
-    _, straight = restore_latest(trainer, five_iterations)
+    _, restored = restore(trainer, tmp_path)
+    _, straight = restore(trainer, five_iterations)
     assert_trees_equal(restored, straight)
     for key in ("train/loss", "train/step", "replay/size"):
         assert [r[key] for r in log] == [r[key] for r in records(five_iterations)], key
 
 
-def test_evaluation_plays_the_configured_openings(monkeypatch):
-    config = load_config(TICTACTOE, [*TINY, "eval.opening_moves=3"])
-    trainer = make_trainer(config)
-    openings = []
-
-    def match(*args, opening_moves=0, **kwargs):
-        openings.append(opening_moves)
-        return real_match(*args, opening_moves=opening_moves, **kwargs)
-
-    real_match = arena.match
-    monkeypatch.setattr(arena, "match", match)
-    params = trainer.init(jax.random.key(0)).params
-    out = evaluate(trainer, params, jax.random.key(1), 4)
-    assert openings == [3]
-    assert out["eval/random/wins"] + out["eval/random/draws"] + out["eval/random/losses"] == 4
-
-
 def test_evaluation_gives_each_opponent_its_own_games_and_files_the_counts(monkeypatch):
+    """Each `eval.opponents` agent plays its games with the configured openings and a key of
+    its own, against the trained parameters."""
     opponents = ["eval.opponents=[random, greedy]", "eval.opening_moves=3"]
-    trainer = make_trainer(load_config(TICTACTOE, [*TINY, *opponents]))
+    config = load_config(TICTACTOE, [*TINY, *opponents])
+    trainer = make_trainer(config)
+    params = trainer.init(jax.random.key(0)).params
     calls = []
 
     def match(game, a, b, games, key, opening_moves=0, progress=None):
+        assert_trees_equal(a.params, params)
         calls.append((b.name, games, opening_moves, jax.random.key_data(key).tolist()))
         return arena.MatchResult(1, 2, 1, (1, 1, 0), (0, 1, 1))  # score 1/2, win rate 1/4
 
     monkeypatch.setattr(arena, "match", match)
-    out = evaluate(trainer, trainer.init(jax.random.key(0)).params, jax.random.key(1), 4)
+    out = evaluate(trainer, make_opponents(config), params, jax.random.key(1), 4)
     assert [call[:3] for call in calls] == [("random", 4, 3), ("greedy", 4, 3)]
     assert calls[0][3] != calls[1][3]  # a key per opponent
     for name in ("random", "greedy"):
@@ -384,11 +363,9 @@ def test_loss_masks_policy_without_full_search():
     trainer = make_trainer(config)
     params = trainer.init(jax.random.key(0)).params
     obs = jax.random.bernoulli(jax.random.key(1), 0.3, (4, 3, 3, 2)).astype(jnp.float32)
-    from azjax.replay import Batch
-
     good = jax.nn.one_hot(jnp.array([0, 1, 2, 3]), 9)
     mask, value = jnp.array([True, True, False, False]), jnp.array([1.0, -1, 0, 0])
-    batch = Batch(obs, good, mask, value, jnp.zeros(4))
+    batch = Examples(obs, good, mask, value, jnp.ones(4, bool))
     noisy = batch.replace(policy=batch.policy.at[2:].set(jnp.full((2, 9), 1 / 9)))
     # Jitted, as eager calls compile each operation apart (hundreds of tiny programs).
     loss = jax.jit(lambda p, b: loss_fn(trainer.network, p, b, config.optim))
