@@ -1,8 +1,9 @@
-"""The mctx search over the games: legality everywhere in the tree, tactics with a uniform net.
+"""The mctx search over the games: mctx's own policy as the reference, legality everywhere in
+the tree, tactics with a uniform net.
 
-Positions come from random play; which moves win or block is decided by plain-Python
-checkers written here (independent of the games' jax rules) or, for Dots and Boxes, by a
-hand-built position whose answer is worked out in the comments.
+Positions come from random play; which moves win or block is decided by a plain-Python
+Tic-Tac-Toe checker written here (independent of the games' jax rules) or, for Dots and Boxes,
+by a hand-built position whose answer is worked out in the comments.
 """
 
 from __future__ import annotations
@@ -202,37 +203,11 @@ def ttt_value(cells, sign):
     return max(-ttt_value((*cells[:i], sign, *cells[i + 1 :]), -sign) for i in empty)
 
 
-def c4_landing(board, col):
-    rows = [r for r in range(6) if board[r][col] == 0]
-    return max(rows) if rows else None  # row 0 is the top
-
-
-def c4_wins(board, col, sign):
-    """Whether `sign` dropping a disc in `col` makes four in a row (plain Python)."""
-    row = c4_landing(board, col)
-    if row is None:
-        return False
-    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
-        count = 1
-        for s in (1, -1):
-            r, c = row + s * dr, col + s * dc
-            while 0 <= r < 6 and 0 <= c < 7 and board[r][c] == sign:
-                count += 1
-                r, c = r + s * dr, c + s * dc
-        if count >= 4:
-            return True
-    return False
-
-
-def c4_play(board, col, sign):
-    board = [list(r) for r in board]
-    board[c4_landing(board, col)][col] = sign
-    return board
-
-
-def tactical_positions(game, kind, count, seed):
-    """(states, answers): positions where the mover can win at once ("win") or must block
-    the opponent's only immediate win ("block"); answers are the correct moves (sets)."""
+def tactical_positions(kind, count, seed):
+    """(states, answers): Tic-Tac-Toe positions where the mover can win at once ("win") or must
+    block the opponent's only immediate win, and the block does not lose anyway ("block");
+    answers are the correct moves (sets), found by the plain-Python checkers above."""
+    game = games.make("tictactoe")
     _, states = random_trajectories(game, jax.random.key(seed), 256, game.max_game_length)
     states = jax.tree.map(np.asarray, states)
     found, answers = [], []
@@ -242,29 +217,16 @@ def tactical_positions(game, kind, count, seed):
             if state.terminated or len(found) == count:
                 continue
             sign = 1 if int(state.current_player) == 0 else -1
-            board = np.asarray(game.board(state)).tolist()
-            if game.name == "tictactoe":
-                cells = tuple(v for row in board for v in row)
-                mine, theirs = ttt_winning_cells(cells, sign), ttt_winning_cells(cells, -sign)
-                if kind == "block" and not mine and len(theirs) == 1:
-                    (cell,) = theirs
-                    # Only positions where the block does not lose anyway: it is the one good move.
-                    if -ttt_value((*cells[:cell], sign, *cells[cell + 1 :]), -sign) < 0:
-                        continue
+            cells = tuple(v for row in np.asarray(game.board(state)).tolist() for v in row)
+            mine, theirs = ttt_winning_cells(cells, sign), ttt_winning_cells(cells, -sign)
+            if kind == "win":
+                answer = mine
+            elif not mine and len(theirs) == 1:
+                (cell,) = theirs
+                lost = -ttt_value((*cells[:cell], sign, *cells[cell + 1 :]), -sign) < 0
+                answer = None if lost else theirs
             else:
-                legal = [c for c in range(7) if c4_landing(board, c) is not None]
-                mine = {c for c in legal if c4_wins(board, c, sign)}
-                theirs = {c for c in legal if c4_wins(board, c, -sign)}
-                if kind == "block" and not mine and len(theirs) == 1:
-                    (col,) = theirs
-                    after = c4_play(board, col, sign)
-                    if any(
-                        c4_wins(after, c, -sign)
-                        for c in range(7)
-                        if c4_landing(after, c) is not None
-                    ):
-                        continue  # the block is refuted at once; not a clean test
-            answer = mine if kind == "win" else (theirs if not mine and len(theirs) == 1 else None)
+                answer = None
             if answer:
                 found.append(state)
                 answers.append(answer)
@@ -274,13 +236,10 @@ def tactical_positions(game, kind, count, seed):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("kind", ["win", "block"])
-@pytest.mark.parametrize("name,simulations", [("tictactoe", 128), ("connect4", 256)])
-def test_uniform_net_finds_immediate_win_and_blocks_immediate_loss(
-    name, simulations, kind, algorithm
-):
-    game = games.make(name)
-    states, answers = tactical_positions(game, kind, 8, seed=3)
-    out = uniform_search_fn(game, algorithm, simulations)(states, jax.random.key(0), False)
+def test_uniform_net_finds_immediate_win_and_blocks_immediate_loss(kind, algorithm):
+    game = games.make("tictactoe")
+    states, answers = tactical_positions(kind, 8, seed=3)
+    out = uniform_search_fn(game, algorithm, 128)(states, jax.random.key(0), False)
     chosen = np.asarray(out.action).tolist()
     wrong = [(i, c, a) for i, (c, a) in enumerate(zip(chosen, answers, strict=True)) if c not in a]
     assert not wrong, f"(position, chosen, correct): {wrong}"
@@ -320,7 +279,7 @@ def test_dots_and_boxes_takes_the_chain_on_repeated_turns():
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_exploring_search_still_prefers_the_win_and_samples_legal_moves(algorithm):
     game = games.make("tictactoe")
-    states, answers = tactical_positions(game, "win", 8, seed=4)
+    states, answers = tactical_positions("win", 8, seed=4)
     fn = uniform_search_fn(game, algorithm, 128)  # the tactics test's search
     hits, legal = 0, np.asarray(states.legal_action_mask)
     for seed in range(4):
