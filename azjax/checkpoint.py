@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 
@@ -139,46 +138,9 @@ def list_steps(workdir: str | pathlib.Path) -> list[int]:
         return sorted(manager.all_steps())
 
 
-# ----------------------------------------------------------------------------- key handling
-
-
-def _unkey(tree: Any) -> Any:
-    """Typed PRNG keys as their raw uint32 data (portable through any checkpoint format)."""
-
-    def raw(x: Any) -> Any:
-        if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            return jax.random.key_data(x)
-        return x
-
-    return jax.tree.map(raw, tree)
-
-
-def _abstract_unkey(tree: Any) -> Any:
-    """The ShapeDtypeStructs (shardings kept) of what `_unkey` makes of `tree`."""
-
-    def raw(x: Any) -> Any:
-        sharding = getattr(x, "sharding", None)
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x = jax.eval_shape(jax.random.key_data, x)
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding)
-
-    return jax.tree.map(raw, tree)
-
-
-def _rekey(tree: Any, template: Any) -> Any:
-    """Wrap raw key data back into typed keys where `template` holds keys."""
-
-    def wrap(x: Any, t: Any) -> Any:
-        if jnp.issubdtype(t.dtype, jax.dtypes.prng_key):
-            return jax.random.wrap_key_data(x)  # the default implementation, as when saved
-        return x
-
-    return jax.tree.map(wrap, tree, template)
-
-
 def signature(tree: Any) -> dict[str, str]:
     """`path -> "dtype[shape]"` for every array leaf: what a compatible checkpoint must match."""
-    leaves = jax.tree_util.tree_flatten_with_path(_abstract_unkey(tree))[0]
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     return {jax.tree_util.keystr(p): f"{x.dtype}{list(x.shape)}" for p, x in leaves}
 
 
@@ -302,7 +264,7 @@ class Checkpointer:
             iteration,
             args=ocp.args.Composite(
                 params=ocp.args.StandardSave(params),
-                state=ocp.args.StandardSave(_unkey(state)),
+                state=ocp.args.StandardSave(state),
                 meta=ocp.args.JsonSave(meta),
             ),
             force=True,
@@ -321,13 +283,12 @@ class Checkpointer:
         )
         restored = {}
         for item, abstract in (("params", abstract_params), ("state", abstract_state)):
-            args = {item: ocp.args.StandardRestore(_abstract_unkey(abstract))}
+            args = {item: ocp.args.StandardRestore(abstract)}
             try:
                 restored |= self._manager.restore(step, args=ocp.args.Composite(**args))
             except Exception as err:
                 raise _damaged(self.workdir, step, item, err) from None
-        state = _rekey(restored["state"], abstract_state)
-        return int(meta["iteration"]), restored["params"], state
+        return int(meta["iteration"]), restored["params"], restored["state"]
 
     def check(self, config: Config, step: int, expected: dict[str, str] | None = None) -> dict:
         """The meta of checkpoint `step`; CheckpointError when it is damaged or written by a run

@@ -90,7 +90,7 @@ def snapshot(state: TrainState, iteration: int, positions: int) -> dict[str, Any
     return {
         "iteration": iteration,
         "step": int(parallel.to_host(state.step)),
-        "key": np.asarray(parallel.to_host(jax.random.key_data(state.key))),
+        "key": np.asarray(parallel.to_host(state.key)),
         "opt_state": [_compact(x) for x in jax.tree.leaves(parallel.to_host(state.opt_state))],
         "replay": jax.tree.leaves(replay_newest(state.buffer, positions)),
     }
@@ -141,7 +141,7 @@ def from_snapshot(
     positions = rebuild("replay positions", carried["replay"], abstract.buffer.stored, rows=1)
     examples = replay_examples(positions, state.buffer.shards)
     fill = jax.jit(replay_add, out_shardings=shardings.buffer, donate_argnums=0)
-    key = jax.random.wrap_key_data(np.asarray(carried["key"], np.uint32))
+    key = np.asarray(carried["key"], np.uint32)
     state = state.replace(
         opt_state=jax.device_put(opt_state, shardings.opt_state),
         buffer=fill(state.buffer, examples),

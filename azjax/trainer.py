@@ -45,7 +45,7 @@ class TrainState:
     opt_state: Any
     buffer: ReplayBuffer
     carry: Any  # self-play games in flight
-    key: Array  # typed PRNG key of the next iteration
+    key: Array  # uint32 data of the next iteration's PRNG key (`jax.random.key_data`)
     step: Array  # int32, gradient steps taken
     best: Params = None  # under arena gating (`gate.every`), the parameters self-play uses
 
@@ -92,13 +92,13 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
             opt_state=optimizer.init(params),
             buffer=replay_init(game, config.replay.capacity, devices, as_states),
             carry=selfplay_init(play_key),
-            key=key,
+            key=jax.random.key_data(key),
             step=jnp.int32(0),
             best=jax.tree.map(jnp.copy, params) if config.gate.every else None,
         )
 
     def iterate(state: TrainState) -> tuple[TrainState, dict]:
-        key, play_key, train_key = jax.random.split(state.key, 3)
+        key, play_key, train_key = jax.random.split(jax.random.wrap_key_data(state.key), 3)
         player = state.params if state.best is None else state.best
         carry, examples, play_metrics = selfplay_chunk(player, state.carry, play_key)
         buffer = replay_add(state.buffer, examples)
@@ -131,6 +131,7 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
             "replay/size": buffer.size.sum(),
             "replay/added": jnp.sum(examples.valid, dtype=jnp.int32),
         }
+        key = jax.random.key_data(key)
         new = TrainState(params, opt_state, buffer, carry, key, step, state.best)
         return new, metrics
 
