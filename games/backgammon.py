@@ -41,8 +41,8 @@ def _then(board: Array, die: Array, other: Array) -> Array:
 
 
 def standard_mask(env: Any) -> Array:
-    """bool[156]: pgx's legal moves of `env` under the standard rules, which pgx checks die by
-    die: a turn uses as many dice as it can and, where only one die of two can be used, the
+    """bool[156]: the legal moves of pgx state `env` by the standard rules, which pgx checks die
+    by die: a turn uses as many dice as it can and, where only one die of two can be used, the
     larger one when it can. With two different dice to play, a move is legal if the other die
     can be played after it (when some move allows that), or if it plays the larger die (when
     none does and the larger has a move). Doubles need nothing more: a move never takes a move
@@ -51,16 +51,18 @@ def standard_mask(env: Any) -> Array:
     board, dice = env._board, env._playable_dice
     a, b = jnp.maximum(dice[0], 0), jnp.maximum(dice[1], 0)
     two = (dice[0] >= 0) & (dice[1] >= 0) & (a != b)
-    moves_a, moves_b = _die_moves(board, a), _die_moves(board, b)
+    moves = jax.vmap(_die_moves, (None, 0))(board, jnp.maximum(dice, 0)) & (dice >= 0)[:, None]
+    moves_a, moves_b = moves[0], moves[1]
     both_a, both_b = moves_a & _then(board, a, b), moves_b & _then(board, b, a)
     both = both_a.any() | both_b.any()
     # Where no move plays both dice: the larger die if it moves, else the other.
     use_a = moves_a.any() & ((a > b) | ~moves_b.any())
-    play_a = jnp.where(both, both_a, moves_a & use_a)
-    play_b = jnp.where(both, both_b, moves_b & ~use_a)
-    per_die = jnp.zeros((26, 6), jnp.bool_).at[:, a].set(play_a).at[:, b].set(play_b)
-    mask = jnp.where(two, per_die.reshape(-1), env.legal_action_mask)
-    return mask.at[:6].set(False).at[0].set(~mask[6:].any())
+    first = jnp.stack(
+        [jnp.where(both, both_a, moves_a & use_a), jnp.where(both, both_b, moves_b & ~use_a)]
+    )
+    moves = jnp.where(two, jnp.concatenate([first, jnp.zeros_like(moves[2:])]), moves)
+    mask = jnp.zeros((26, 6), jnp.bool_).at[:, jnp.maximum(dice, 0)].max(moves.T).reshape(-1)
+    return mask.at[0].set(~mask.any())
 
 
 # ----------------------------------------------------------------------------- notation

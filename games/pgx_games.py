@@ -108,7 +108,7 @@ _ROLLS = np.array([(a, b) for a in range(6) for b in range(a, 6)], np.int32)
 
 def _roll(env: Any, outcome: Array) -> Any:
     """A backgammon pgx state whose mover has just rolled `_ROLLS[outcome]`, as pgx's turn
-    change sets it."""
+    change sets it but for the legal moves, which the game's rules set (`PgxGame._rules`)."""
     from pgx import backgammon
 
     dice = jnp.asarray(_ROLLS)[outcome]
@@ -116,7 +116,6 @@ def _roll(env: Any, outcome: Array) -> Any:
         _dice=dice,
         _playable_dice=backgammon._set_playable_dice(dice),
         _played_dice_num=jnp.int32(0),
-        legal_action_mask=backgammon._legal_action_mask(env._board, dice),
     )
 
 
