@@ -121,9 +121,11 @@ def test_damaged_checkpoint_is_reported_not_replaced(saved, tmp_path):
     for path in files:  # damage every array file of the state
         if path.stat().st_size > 64:
             path.write_bytes(b"\0" * path.stat().st_size)
-    with pytest.raises(CheckpointError, match="damaged"):
+    with pytest.raises(CheckpointError, match="damaged: cannot read its state") as error:
         train_and_evaluate(config, tmp_path, progress=False)
     assert list_steps(tmp_path) == [1]
+    named = re.search(r"its state \((.+?); ", str(error.value)).group(1)  # the damaged file
+    assert pathlib.Path(named).exists() and "/1/state" in named, error.value
 
     # Damaged array data: TensorStore's error (dozens of lines of spec) is told in one line
     # naming the file, and the reads it leaves in flight make no noise.
