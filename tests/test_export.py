@@ -9,6 +9,7 @@ import os
 import pathlib
 import re
 import shutil
+import sys
 
 import jax
 import msgpack
@@ -492,3 +493,9 @@ def test_strength_file_of_the_wrong_shape_is_named(run, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and name in err and "None" not in err, err
         assert "not an azjax-eval --json result" in err, err
+
+
+def test_onnx_without_its_extra_says_where_the_steps_are(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "jax2onnx", None)  # `import jax2onnx` raises ImportError
+    with pytest.raises(ImportError, match=r"see docs/models\.md#onnx\)$"):
+        onnx_export.export_onnx(Config(), None, tmp_path / "m.onnx")
