@@ -25,9 +25,17 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
 - Views. Observations are pgx's (already from the mover's view) as float32; a flat one of N
   features is shaped (1, 1, N). `board` is observation plane 0 minus plane 1, signed for
   player 0: the stones in tic_tac_toe, connect_four, hex, othello and go, whose planes 0 and 1
-  are the mover's and the opponent's; a placeholder for the others. Moves are pgx's action
-  numbers. The heuristic is Backgammon's pip count lead (`HEURISTICS`), 0 for the others;
-  there is no symmetry but the identity. `svg` is pgx's own drawing of the State.
+  are the mover's and the opponent's; a placeholder for the others. The heuristic is
+  Backgammon's pip count lead (`HEURISTICS`), 0 for the others; there is no symmetry but the
+  identity. `svg` is pgx's own drawing of the State.
+- Backgammon follows the standard rules (`games.backgammon.standard_mask`): pgx checks each
+  die on its own, so it let a turn leave a playable die unused or play the smaller die where
+  only one could be. Player 0 is Black (pgx colours the first mover at random).
+- Notation. Backgammon: one die's move in the mover's numbering (13/7, bar/22, 6/off). Hex,
+  Tic-Tac-Toe, Othello and Go: cells a1.. (column letter, row from the top) and 'swap' (Hex) or
+  'pass'. Connect Four: columns a-g. Chess and Gardner chess: squares from and to (e2e4) from
+  the mover's side. Others: 'move' and pgx's action number (move17). `render` draws the
+  board as text with the same names (Backgammon: the points, bar, checkers off and dice).
 """
 
 from __future__ import annotations
@@ -140,6 +148,27 @@ CHANCE = {
         apply=_roll,
     ),
 }
+
+
+@functools.cache
+def _chess_moves(env_id: str) -> tuple[str, ...]:
+    """Chess and Gardner chess: each action as its squares from and to, and an underpromotion's
+    piece (e2e4, a7a8n), squares from the mover's side as pgx turns the board; () elsewhere."""
+    if env_id == "chess":
+        from pgx._src.games.chess import FROM_PLANE as table
+    elif env_id == "gardner_chess":
+        from pgx._src.gardner_chess_utils import TO_MAP as table
+    else:
+        return ()
+    table = np.asarray(table)
+    n = math.isqrt(len(table))
+    square = [f"{letters(n)[s // n]}{s % n + 1}" for s in range(n * n)]
+    return tuple(
+        f"{square[source]}{square[to]}{'rbn'[plane // 3] if plane < 9 else ''}"
+        if to >= 0
+        else f"none{source * table.shape[1] + plane}"  # no move: never legal
+        for (source, plane), to in np.ndenumerate(table)
+    )
 
 
 class PgxGame(Game):
@@ -279,6 +308,8 @@ class PgxGame(Game):
             if len(text) == 1 and text in letters(width):
                 return letters(width).index(text)
             raise ValueError(f"expected a column a-{letters(width)[-1]}")
+        if text in _chess_moves(self.env_id):
+            return _chess_moves(self.env_id).index(text)
         if text.startswith("move") and text[4:].isdigit():
             return int(text[4:])
         raise ValueError(f"expected 'move' and pgx's action number 0-{self.num_actions - 1}")
@@ -289,7 +320,10 @@ class PgxGame(Game):
             if action == self._cells:
                 return self._extra
             return f"{letters(width)[action % width]}{action // width + 1}"
-        return letters(width)[action] if self._columns else f"move{action}"
+        if self._columns:
+            return letters(width)[action]
+        names = _chess_moves(self.env_id)
+        return names[action] if names else f"move{action}"
 
     def notation_help(self) -> str:
         width = self.observation_shape[1]
@@ -299,6 +333,11 @@ class PgxGame(Game):
             return f"A move is a cell, column letter and row number from the top ({cells}){extra}."
         if self._columns:
             return f"A move is a column letter, a-{letters(width)[-1]} from the left."
+        if _chess_moves(self.env_id):
+            return (
+                "A move is its squares from and to, seen from your side (your back rank is 1), "
+                "and an underpromotion's piece (r, b or n): b1c3, a7a8n."
+            )
         last = self.num_actions - 1
         return f"A move is 'move' and pgx's action number of {self.env_id}: move0-move{last}."
 
@@ -307,9 +346,6 @@ class _Hex(PgxGame):
     """Hex as pgx draws it: Black (first) joins the top and bottom rows, White the left and
     right columns; the second move may be 'swap', which makes the first stone White's,
     mirrored in the long diagonal."""
-
-    players = ("Black", "White")
-    colours = ("#1c1c1c", "#f4f4f4")
 
     def render(self, state: State) -> str:
         board, (x, o) = np.asarray(self.board(state)), self.marks
@@ -331,9 +367,6 @@ class _Hex(PgxGame):
 class _Backgammon(PgxGame):
     """Backgammon by the standard rules (`games.backgammon`), Black (first) and White as pgx
     draws them, moves in the mover's numbering (13/7, bar/22, 6/off)."""
-
-    players = ("Black", "White")
-    colours = ("#1c1c1c", "#f4f4f4")
 
     def init(self, key: Array) -> State:
         # pgx draws whether Black or White starts; the start is the same from either side, so
@@ -369,6 +402,12 @@ class _Backgammon(PgxGame):
 
 
 _CLASSES: dict[str, type[PgxGame]] = {"backgammon": _Backgammon, "hex": _Hex}
+# The players' colours where pgx draws them in colours (the first moves first), and as CSS.
+PLAYERS = {
+    **dict.fromkeys(("backgammon", "hex", "othello", "go_9x9", "go_19x19"), ("Black", "White")),
+    **dict.fromkeys(("chess", "gardner_chess"), ("White", "Black")),
+}
+CSS = {"Black": "#1c1c1c", "White": "#f4f4f4"}
 
 
 @functools.cache
@@ -395,6 +434,11 @@ def game_class(env_id: str) -> type[PgxGame]:
         "pgx_env": env,
         "chance": chance,
         "chance_outcomes": 1 if chance is None else len(chance.probs),
+        **(
+            {"players": PLAYERS[env_id], "colours": tuple(CSS[p] for p in PLAYERS[env_id])}
+            if env_id in PLAYERS
+            else {}
+        ),
         "__qualname__": title,
     }
     return type(title, (_CLASSES.get(env_id, PgxGame),), {"__module__": __name__, **namespace})
