@@ -2,10 +2,9 @@
 
     config = load_config("configs/connect4.yaml", ["search.num_simulations=64"])
 
-A YAML file may name a `base` file (relative to itself) whose values it overrides, so the
-accelerator variants only list what they change. Overrides use dotted keys and YAML values
-(`eval.opponents=[random,greedy]`, `game.kwargs.rows=6`). Unknown keys, values of the wrong
-type and impossible values raise `ConfigError` naming the key, before anything is compiled.
+A YAML file may name a `base` file (relative to itself) whose values it overrides. Overrides
+are dotted keys with YAML values (`eval.opponents=[random,greedy]`). Unknown keys, wrong types
+and impossible values raise `ConfigError` naming the key, before anything is compiled.
 """
 
 from __future__ import annotations
@@ -29,13 +28,15 @@ class ConfigError(ValueError):
 
 
 def check_fields(section: str, config: Any, checks: Mapping[str, tuple[bool, str]]) -> None:
-    """Raise ValueError naming the first failing field: `section.field must be EXPECTED, got V`.
-
-    `checks` maps a field name of `config` to (whether its value is acceptable, what is expected).
-    """
+    """ValueError `section.field must be EXPECTED, got V` for the first field of `checks`
+    ({field: (acceptable, what is expected)}) that fails."""
     for name, (ok, expected) in checks.items():
         if not ok:
             raise ValueError(f"{section}.{name} must be {expected}, got {getattr(config, name)!r}")
+
+
+def _one_of(value: str, options: tuple[str, ...]) -> tuple[bool, str]:
+    return value in options, f"one of {', '.join(options)}"
 
 
 DTYPES = ("float32", "bfloat16")
@@ -57,15 +58,14 @@ class NetworkConfig:
             "blocks": (self.blocks >= 0, ">= 0"),
             "channels": (self.channels >= 1, ">= 1"),
             "head_channels": (self.head_channels >= 2, ">= 2"),
-            "dtype": (self.dtype in DTYPES, f"one of {', '.join(DTYPES)}"),
+            "dtype": _one_of(self.dtype, DTYPES),
         }
         check_fields("network", self, checks)
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """Search settings (azjax.search). `algorithm` picks Gumbel MuZero or PUCT with Dirichlet
-    noise."""
+    """Search settings (azjax.search)."""
 
     algorithm: str = "gumbel"  # "gumbel" (Gumbel MuZero) | "puct" (AlphaZero's PUCT)
     num_simulations: int = 32
@@ -80,7 +80,7 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         checks = {
-            "algorithm": (self.algorithm in ALGORITHMS, f"one of {', '.join(ALGORITHMS)}"),
+            "algorithm": _one_of(self.algorithm, ALGORITHMS),
             "num_simulations": (self.num_simulations >= 1, ">= 1"),
             "max_num_considered_actions": (self.max_num_considered_actions >= 1, ">= 1"),
             "gumbel_scale": (self.gumbel_scale >= 0, ">= 0"),
@@ -88,10 +88,7 @@ class SearchConfig:
             "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
             "sample_cutoff": (self.sample_cutoff is None or self.sample_cutoff >= 0, ">= 0"),
-            "chance_value": (
-                self.chance_value in CHANCE_VALUES,
-                f"one of {', '.join(CHANCE_VALUES)}",
-            ),
+            "chance_value": _one_of(self.chance_value, CHANCE_VALUES),
         }
         check_fields("search", self, checks)
 
@@ -104,9 +101,7 @@ class SelfPlayConfig:
     chunk_moves: int = 32  # moves per jitted chunk (lax.scan length)
     full_search_prob: float = 0.25  # playout cap randomization: P(full search)
     fast_simulations: int = 8
-    # sample moves for the first N moves of a game, then argmax; null: every move (the game's
-    # max_game_length)
-    temperature_moves: int | None = 8
+    temperature_moves: int | None = 8  # sampled moves opening a game, then argmax; null: all
     opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
 
     def __post_init__(self) -> None:
@@ -171,11 +166,9 @@ class TrainConfig:
     steps_per_iteration: int = 16
     batch_size: int = 256  # positions per gradient step (global, over all devices)
     seed: int = 0
-    # A model (WORKDIR[@STEP], a model file of azjax-export, zoo:NAME) whose parameters start
-    # the run in place of random ones (same game and network shape; the optimizer, buffer and
-    # schedule start afresh, unless the file carries a stopped run's snapshot, `azjax-export
-    # --resumable`, which the run then continues). A resumed run continues from its checkpoint
-    # instead. "": random parameters.
+    # A model (WORKDIR[@STEP], FILE.azjax, zoo:NAME) whose parameters start the run (the rest
+    # starts afresh, unless the file holds a snapshot of `azjax-export --resumable`, which the
+    # run continues); ignored by a resumed run. "": random parameters.
     init_from: str = ""
 
     def __post_init__(self) -> None:
@@ -270,19 +263,15 @@ class Config:
 # ----------------------------------------------------------------------------- dict <-> dataclass
 
 
-def config_to_dict(config: Any) -> dict:
+def config_to_dict(config: Any) -> Any:
     """A plain, YAML/JSON-ready dict of a config dataclass (tuples become lists)."""
-
-    def plain(value: Any) -> Any:
-        if dataclasses.is_dataclass(value):
-            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, tuple | list):
-            return [plain(v) for v in value]
-        if isinstance(value, Mapping):
-            return {str(k): plain(v) for k, v in value.items()}
-        return value
-
-    return plain(config)
+    if dataclasses.is_dataclass(config):
+        return {f.name: config_to_dict(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    if isinstance(config, tuple | list):
+        return [config_to_dict(v) for v in config]
+    if isinstance(config, Mapping):
+        return {str(k): config_to_dict(v) for k, v in config.items()}
+    return config
 
 
 def _flat(tree: Mapping, prefix: str = "") -> dict[str, Any]:
@@ -304,11 +293,10 @@ def differences(before: Mapping, after: Mapping) -> list[tuple[str, Any, Any]]:
     return [(key, old.get(key), new.get(key)) for key in keys if old.get(key) != new.get(key)]
 
 
-def config_from_dict(data: Mapping[str, Any], cls: type = Config, check: bool = True) -> Any:
-    """Build (and, with `check`, validate) a config dataclass from a nested dict; missing keys
-    take defaults."""
-    config = _build(cls, data, "")
-    if cls is Config and check:
+def config_from_dict(data: Mapping[str, Any], check: bool = True) -> Config:
+    """The Config of a nested dict (missing keys take defaults), validated with `check`."""
+    config = _build(Config, data, "")
+    if check:
         validate(config)
     return config
 
@@ -345,8 +333,8 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
         try:  # YAML 1.1 reads `1e-4` as a string
             number = float(value)
         except (ValueError, OverflowError):
-            number = None
-        if number is not None:
+            pass  # refused below
+        else:
             if not math.isfinite(number):
                 raise ConfigError(f"{key}: expected a finite number, got {value!r}")
             return number
@@ -366,10 +354,10 @@ def _convert(kind: Any, value: Any, key: str) -> Any:
 def validate(config: Config) -> None:
     """Raise ConfigError naming the first impossible value (cheap: nothing is compiled)."""
     try:
-        made = config.game.make()
+        game = config.game.make()
     except ValueError as err:
-        game = config.game
-        raise ConfigError(f"game.name={game.name!r}, game.kwargs={game.kwargs}: {err}") from None
+        g = config.game
+        raise ConfigError(f"game.name={g.name!r}, game.kwargs={g.kwargs}: {err}") from None
     r, t = config.replay, config.train
     if r.capacity < t.batch_size:
         raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
@@ -377,19 +365,13 @@ def validate(config: Config) -> None:
         raise ConfigError(f"replay.min_size={r.min_size!r}: must be <= replay.capacity")
     for i, spec in enumerate(config.eval.opponents):
         try:
-            parse_spec(spec)
+            kind = parse_spec(spec).kind
         except ValueError as err:
             raise ConfigError(f"eval.opponents[{i}]: {err}") from None
-    if made.has_chance:
-        _validate_chance(config, made.name)
-
-
-def _validate_chance(config: Config, name: str) -> None:
-    """A game with chance: no alpha-beta opponent (it would read the dice to come)."""
-    for i, spec in enumerate(config.eval.opponents):
-        if parse_spec(spec).kind == "alphabeta":
+        if kind == "alphabeta" and game.has_chance:  # it would read the dice to come
             raise ConfigError(
-                f"eval.opponents[{i}]={spec!r}: alpha-beta cannot play {name}, a game with chance"
+                f"eval.opponents[{i}]={spec!r}: alpha-beta cannot play {game.name}, a game with "
+                "chance"
             )
 
 
@@ -445,11 +427,9 @@ def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
         parts = key.strip().split(".")
         for i, part in enumerate(parts[:-1]):
             child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
+            if child is not None and not isinstance(child, dict):
                 raise ConfigError(f"override {item!r}: {'.'.join(parts[: i + 1])} is not a section")
-            node[part] = dict(child)
+            node[part] = dict(child or {})
             node = node[part]
         node[parts[-1]] = value
     return data
