@@ -8,31 +8,20 @@ Each check raises ValueError with one line naming the bad value and what was exp
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import pathlib
 from collections.abc import Callable
+from errno import EACCES, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOTDIR, EPERM
 
 import games
 
 SEED_LIMIT = 2**63  # jax.random.key takes a signed 64-bit seed
 SEED_RANGE = "0 <= seed < 2**63"
 SIZE_EXAMPLE = "rows=6,cols=9"
-# OS errors that the path given causes, mended by giving another (bad input); a permission
-# denied is one: the user named a place that is not theirs to write, and nothing is broken. An
-# invalid argument is a name the file system refuses (a ':' on a FAT or SMB mount). Any other
-# (a full disk, an I/O error, a read-only mount) is the machine failing.
-PATH_ERRORS = frozenset(
-    {
-        errno.ENOTDIR,
-        errno.EISDIR,
-        errno.EACCES,
-        errno.EPERM,
-        errno.ENAMETOOLONG,
-        errno.ELOOP,
-        errno.EINVAL,
-    }
-)
+# OS errors of the path given, mended by giving another (bad input): a permission denied (a
+# place not the user's to write), an invalid argument (a name the file system refuses, a ':' on
+# FAT). Any other (a full disk, an I/O error, a read-only mount) is the machine failing.
+PATH_ERRORS = frozenset({ENOTDIR, EISDIR, EACCES, EPERM, ENAMETOOLONG, ELOOP, EINVAL})
 
 
 class WriteFailure(OSError):
@@ -122,16 +111,13 @@ def _spans(values: tuple[int, ...]) -> str:
 
 
 def _taken(game: str) -> str:
-    """Game `game`'s size keywords and the values its constructor takes, e.g. "rows 2-12,
-    cols 2-12" or "size 6, 8"."""
+    """Game `game`'s sizes and the values it takes, e.g. "rows 2-12, cols 2-12" or "size 6, 8"."""
     return ", ".join(f"{key} {_spans(values)}" for key, values in size_values(game).items())
 
 
 def parse_size(text: str | None, game: str) -> dict[str, int]:
-    """`--size` text such as "rows=6,cols=9" as keyword arguments of game `game` (a name).
-
-    ValueError names the bad pair and the game's accepted sizes (and an unknown game).
-    """
+    """`--size` text such as "rows=6,cols=9" as keyword arguments of game `game` (a name);
+    ValueError names the bad pair and the game's accepted sizes (and an unknown game)."""
     sizes = size_values(game)
     if text is None:
         return {}
