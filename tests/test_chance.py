@@ -1,6 +1,6 @@
 """Chance in the game contract (games/core.py) and the search with chance nodes
-(`azjax/search.py`): pgx's backgammon declares its roll, check_game
-checks it, and no search (self-play, agents) reads a roll to come."""
+(`azjax/search.py`): pgx's backgammon declares its roll, check_game checks it, the search
+equals mctx's Stochastic MuZero tree, and no search (self-play, agents) reads a roll to come."""
 
 from __future__ import annotations
 
@@ -12,29 +12,23 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 import pytest
-from helpers import load_script, uniform_evaluator
+from helpers import uniform_evaluator
 
 pytest.importorskip("pgx")
 
-import azjax.search
 import games
 from azjax import agents
-from azjax.config import ConfigError, load_config
+from azjax.config import CHANCE_VALUES, ConfigError, SearchConfig, SelfPlayConfig, load_config
 from azjax.search import (
-    CHANCE_VALUES,
-    SearchConfig,
-    _afterstate_packing,
     _chance_fn,
     _chance_tree,
     _decision_fn,
     _evaluate,
-    _Node,
     run_search,
     search_evaluations,
     search_tree,
-    state_packing,
 )
-from azjax.selfplay import SelfPlayConfig, make_rollout
+from azjax.selfplay import make_rollout
 from games.core import mover_rewards, random_legal_action
 from games.testing import check_game
 from games.tictactoe import TicTacToe
@@ -42,13 +36,12 @@ from games.tictactoe import TicTacToe
 pytestmark = pytest.mark.xdist_group("pgx")
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
-NATIVE = ("tictactoe", "connect4", "othello", "dots_and_boxes", "chain_reaction")
 
 
 def test_backgammon_passes_check_game_with_its_roll_declared():
     game = games.make("pgx:backgammon")
     assert game.has_chance and game.chance_outcomes == 21
-    check_game(game, num_games=4)
+    check_game(game, num_games=2)
 
 
 def test_backgammon_heuristic_is_the_pip_count_lead():
@@ -75,21 +68,6 @@ def test_backgammon_heuristic_is_the_pip_count_lead():
         moved = start.replace(env=start.env.replace(_board=edited))
         assert float(game.heuristic(moved, mover)) == -float(game.heuristic(moved, 1 - mover))
         assert float(game.heuristic(moved, mover)) == lead
-
-
-@pytest.mark.parametrize("name", NATIVE)
-def test_native_games_are_deterministic(name):
-    game = games.make(name)
-    state = game.init(jax.random.key(0))
-    action = game.legal_actions(state)[0]
-    after = game.afterstate(state, action)
-    assert not game.has_chance and game.chance_outcomes == 1
-    np.testing.assert_array_equal(game.chance_probs(after), [1.0])
-    for got in (after, game.step_chance(after, 0)):
-        for x, y in zip(
-            jax.tree.leaves(got), jax.tree.leaves(game.step(state, action)), strict=True
-        ):
-            np.testing.assert_array_equal(x, y)
 
 
 class _Coin(TicTacToe):
@@ -277,19 +255,16 @@ def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm, chance_val
 
 @pytest.mark.parametrize(("algorithm", "chance_value"), CHANCE_SEARCHES)
 def test_chance_tree_stores_each_node_as_its_edge_made_it(algorithm, chance_value):
-    """In the packed tree every chance node holds the Afterstate of its parent's State and move
+    """In the tree every chance node holds the Afterstate of its parent's State and move
     (with that State's mover), and every decision node below a chance node holds `step_chance`
     of its parent's Afterstate with the outcome of its edge: the rolled State, not another."""
     game = games.make("pgx:backgammon")
     _, tree = _chance_search(algorithm, chance_value)(_positions(game), jnp.bool_(True))
-    nodes = tree.embeddings
-    if isinstance(nodes, _Node):  # Gumbel's tree; PUCT's is mctx's StochasticRecurrentState
-        rows, after_rows, decision = nodes.state, nodes.after, nodes.decision
-    else:
-        rows, after_rows = nodes.state_embedding, nodes.afterstate_embedding
-        decision = nodes.is_decision_node
-    states = state_packing(game).unpack(rows)
-    afters = _afterstate_packing(game).unpack(after_rows)
+    states, afters, decision = (
+        tree.embeddings.state,
+        tree.embeddings.after,
+        tree.embeddings.decision,
+    )
     parents, actions = np.asarray(tree.parents), np.asarray(tree.action_from_parent)
     decision = np.asarray(decision)
     b, n = np.nonzero(parents >= 0)
@@ -314,10 +289,7 @@ def test_chance_tree_stores_each_node_as_its_edge_made_it(algorithm, chance_valu
     jax.tree.map(np.testing.assert_array_equal, pick(states, b[rolled], n[rolled]), rolled_states)
 
 
-@pytest.mark.parametrize(
-    ("algorithm", "chance_value"),
-    [("puct", "expected"), ("gumbel", "expected"), ("puct", "sampled")],
-)
+@pytest.mark.parametrize(("algorithm", "chance_value"), CHANCE_SEARCHES)
 def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
     """On Tic-Tac-Toe with a coin that changes nothing the search with chance nodes takes a win
     (X at 2) and blocks a loss (O threatens 5): rewards and discounts are in the mover's view.
@@ -347,89 +319,6 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
     # Q, PUCT's visits.
     assert np.asarray(out.policy).argmax(-1).tolist() == [2, 5]
     assert (np.asarray(out.policy).max(-1) > 0.5).all()
-
-
-@pytest.mark.parametrize("game", [TicTacToe(), _Coin()], ids=["tictactoe", "coin"])
-def test_gumbel_search_keeping_actions_grows_the_same_tree(game, monkeypatch):
-    """Where Gumbel's search keeps each node's next action (`keeps_actions`: on a GPU)
-    it grows the tree that the walk down level by level grows, with chance nodes or without,
-    and picks the same moves and policy targets."""
-    start = game.init(jax.random.key(0))
-    batch = jax.tree.map(lambda *xs: jnp.stack(xs), start, game.step(start, 4))
-    config = SearchConfig(algorithm="gumbel", num_simulations=48)
-    grown = []
-    for keep in (False, True):
-        monkeypatch.setattr(azjax.search, "keeps_actions", lambda keep=keep: keep)
-        search = jax.jit(
-            lambda s: search_tree(game, uniform_evaluator, None, s, jax.random.key(1), config)
-        )
-        grown.append(search(batch))
-    (out, tree), (kept_out, kept) = grown
-    assert np.asarray(tree.node_visits)[:, 0].tolist() == [49, 49]
-    assert (np.asarray(tree.parents) > 0).any()  # deeper than the root's children
-    for x, y in zip(jax.tree.leaves((out, tree)), jax.tree.leaves((kept_out, kept)), strict=True):
-        np.testing.assert_array_equal(x, y)
-
-
-def test_gumbel_chance_search_samples_moves_when_exploring():
-    """With root noise, Gumbel's search with chance nodes still takes the win (X at 2: the
-    sampled move is sequential halving's pick, Q included), and on the empty board, where every
-    move is worth the same to a flat evaluator, the noise picks different moves in different
-    games; without it, every game plays the same move."""
-    game = _Coin()
-    start = game.init(jax.random.key(0))
-    win = start
-    for move in (0, 3, 1, 4):
-        win = game.step(win, move)
-    batch = jax.tree.map(lambda *xs: jnp.stack(xs), *[win] * 4, *[start] * 8)
-
-    config = SearchConfig(algorithm="gumbel", num_simulations=32, chance_value="expected")
-    search = jax.jit(
-        lambda s, explore: run_search(
-            game, uniform_evaluator, None, s, jax.random.key(1), config, explore=explore
-        )
-    )
-    explored = np.asarray(search(batch, jnp.bool_(True)).action)
-    assert (explored[:4] == 2).all()
-    assert len(set(explored[4:].tolist())) > 1, explored
-    assert len(set(np.asarray(search(batch, jnp.bool_(False)).action)[4:].tolist())) == 1
-
-
-def test_a_chance_node_is_worth_its_rolls_weighed_by_their_probabilities():
-    """One simulation expands one move of each position into a chance node whose first value
-    under "expected" is the mean of its rolls' backed-up values (the roll's reward plus the
-    next mover's value, in the mover's view) weighed by the dice's probabilities (a double
-    1/36, another roll 2/36). Where the move leaves a die to play, no roll follows and the
-    probabilities sit on outcome 0."""
-    game = games.make("pgx:backgammon")
-    states = _positions(game)
-    evaluate = _linear_evaluator(game)
-    config = SearchConfig(algorithm="puct", num_simulations=1, chance_value="expected")
-    _, tree = jax.jit(
-        lambda s: search_tree(game, evaluate, None, s, jax.random.key(0), config, explore=False)
-    )(states)
-    action = jnp.argmax(tree.children_visits[:, tree.ROOT_INDEX, : game.num_actions], -1)
-
-    @jax.jit
-    def worth(states, action):  # the chance node's probabilities and its expected value
-        after = jax.vmap(game.afterstate)(states, action)
-        probs = jax.vmap(game.chance_probs)(after)
-
-        def backed(roll):  # [16]: the roll's reward and the next mover's value, mover's view
-            child = jax.vmap(game.step_chance, (0, None))(after, roll)
-            value = jnp.where(child.terminated, 0.0, evaluate(None, child, None)[1])
-            sign = jnp.where(child.current_player == states.current_player, 1.0, -1.0)
-            return child.rewards[jnp.arange(16), states.current_player] + sign * value
-
-        values = jax.vmap(backed)(jnp.arange(game.chance_outcomes))  # [rolls, 16]
-        return probs, (probs * values.T).sum(-1)
-
-    probs, expected = (np.asarray(x) for x in worth(states, action))
-    np.testing.assert_allclose(np.asarray(tree.raw_values[:, 1]), expected, rtol=1e-5, atol=1e-6)
-    rolled = probs[:, 0] < 1
-    assert rolled.any() and (~rolled).any()  # both kinds of move among the 16
-    assert len(np.unique(probs[rolled], axis=0)) == 1 and np.isclose(probs[rolled].min(), 1 / 36)
-    assert (probs[~rolled] == np.eye(game.chance_outcomes)[0]).all()
 
 
 class _Lucky(_Coin):
@@ -473,34 +362,13 @@ def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_va
         assert 0.02 < first.mean() < 0.25, first.mean()
 
 
-def test_gumbel_chance_search_tries_every_sampled_move():
-    """Gumbel's search with chance nodes visits min(legal moves, considered) moves at the root
-    (sequential halving's first round) and plays one of those it visited most, where PUCT's,
-    with as many simulations and a flat prior, follows the first move it tried: the reason the
-    shipped config is Gumbel's."""
-    game = games.make("pgx:backgammon")
-    states = _positions(game)
-    legal = np.asarray(states.legal_action_mask).sum(-1)
-    visited = {}
-    for algorithm, chance_value in CHANCE_SEARCHES:
-        _, tree = _chance_search(algorithm, chance_value)(states, jnp.bool_(False))
-        visited[algorithm] = (np.asarray(tree.summary().visit_counts) > 0).sum(-1)
-    np.testing.assert_array_equal(visited["gumbel"], np.minimum(legal, 16))
-    assert (visited["puct"] < visited["gumbel"]).mean() > 0.5, visited
-    # the sampled move is sequential halving's pick: one of the moves it visited most
-    out, tree = _chance_search("gumbel", "expected")(states, jnp.bool_(True))
-    visits = np.asarray(tree.summary().visit_counts)
-    picked = visits[np.arange(len(visits)), np.asarray(out.action)]
-    np.testing.assert_array_equal(picked, visits.max(-1))
-
-
 def test_chance_tree_grows_mctx_stochastic_muzero_tree():
     """`_chance_tree`, the tree with chance nodes that Gumbel's search grows (built from mctx's
     public pieces), given PUCT's selection grows the same tree as mctx's own
     `stochastic_muzero_policy` over backgammon positions: the same nodes, visits, values,
     rewards and discounts, the outcomes visited in the same order."""
     game = games.make("pgx:backgammon")
-    states = _positions(game)
+    states = _first(_positions(game), 8)
     evaluate = _linear_evaluator(game)
     decide, roll = _decision_fn(game, evaluate, "expected"), _chance_fn(game, evaluate)
     key, sims = jax.random.key(0), 64
@@ -508,8 +376,7 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
     @jax.jit
     def both(states):
         logits, value = _evaluate(evaluate, None, states, key)
-        rows = state_packing(game).pack(states)
-        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=rows)
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
         invalid = ~states.legal_action_mask
         theirs = mctx.stochastic_muzero_policy(
             None, key, root, decide, roll, sims, invalid_actions=invalid, dirichlet_fraction=0.0
@@ -538,7 +405,7 @@ def test_chance_tree_grows_mctx_stochastic_muzero_tree():
         return theirs, ours
 
     theirs, ours = both(states)
-    assert ours.children_visits.shape == (16, sims + 1, game.num_actions)
+    assert ours.children_visits.shape == (8, sims + 1, game.num_actions)
     # chance nodes (reached by a move) searched often enough for the order of their outcomes
     # to show, and decision nodes reached by a roll
     edge = np.asarray(ours.action_from_parent)
@@ -619,30 +486,6 @@ def test_config_refuses_alphabeta_on_a_chance_game():
     load_config(CONFIGS / "pgx_backgammon.yaml", ["search.algorithm=puct"])
     with pytest.raises(ConfigError, match=r"eval.opponents\[1\]='alphabeta:2'"):
         load_config(CONFIGS / "pgx_backgammon.yaml", ["eval.opponents=[random,alphabeta:2]"])
-
-
-def test_replay_draws_a_pgx_game_with_pgx_and_replays_its_dice(tmp_path):
-    """scripts/replay.py: pgx's drawing, captioned, as SVG frames (a GIF is refused); a replay
-    starts from the key its moves were played from, so Backgammon's dice repeat."""
-    replay = load_script("replay")
-    replay.main(["--game", "pgx:hex", "--moves", "60 7", "--out", str(tmp_path / "hex")])
-    frames = sorted((tmp_path / "hex").glob("*.svg"))
-    assert len(frames) == 3
-    last = frames[-1].read_text()
-    assert 'aria-label="pgx:hex board"' in last and ">2. Player 2 7</text>" in last
-    with pytest.raises(SystemExit):
-        replay.main(["--game", "pgx:hex", "--moves", "60", "--out", str(tmp_path / "h.gif")])
-
-    game = games.make("pgx:backgammon")
-    state = game.init(jax.random.key(replay.START))
-    moves = []
-    for _ in range(6):
-        moves.append(game.legal_actions(state)[0])
-        state = game.step(state, moves[-1])
-    replay.main(
-        ["--game", "pgx:backgammon", "--moves", " ".join(map(str, moves)), "--out", str(tmp_path)]
-    )
-    assert len(list(tmp_path.glob("frame_*.svg"))) == 7
 
 
 @pytest.mark.parametrize(
