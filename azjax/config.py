@@ -39,6 +39,11 @@ def _one_of(value: str, options: tuple[str, ...]) -> tuple[bool, str]:
     return value in options, f"one of {', '.join(options)}"
 
 
+def _at_least(config: Any, **lows: int) -> dict[str, tuple[bool, str]]:
+    """`check_fields` checks that each named field of `config` is >= its bound."""
+    return {name: (getattr(config, name) >= low, f">= {low}") for name, low in lows.items()}
+
+
 DTYPES = ("float32", "bfloat16")
 ALGORITHMS = ("gumbel", "puct")
 CHANCE_VALUES = ("expected", "sampled")
@@ -54,13 +59,8 @@ class NetworkConfig:
     dtype: str = "float32"  # compute dtype ("bfloat16" on accelerators); params stay float32
 
     def __post_init__(self) -> None:
-        checks = {
-            "blocks": (self.blocks >= 0, ">= 0"),
-            "channels": (self.channels >= 1, ">= 1"),
-            "head_channels": (self.head_channels >= 2, ">= 2"),
-            "dtype": _one_of(self.dtype, DTYPES),
-        }
-        check_fields("network", self, checks)
+        checks = _at_least(self, blocks=0, channels=1, head_channels=2)
+        check_fields("network", self, checks | {"dtype": _one_of(self.dtype, DTYPES)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +79,9 @@ class SearchConfig:
     # (one evaluation each) or "sampled" from one drawn outcome (one evaluation: pure MCTS)
 
     def __post_init__(self) -> None:
-        checks = {
-            "algorithm": _one_of(self.algorithm, ALGORITHMS),
-            "num_simulations": (self.num_simulations >= 1, ">= 1"),
-            "max_num_considered_actions": (self.max_num_considered_actions >= 1, ">= 1"),
-            "gumbel_scale": (self.gumbel_scale >= 0, ">= 0"),
+        checks = {"algorithm": _one_of(self.algorithm, ALGORITHMS)}
+        checks |= _at_least(self, num_simulations=1, max_num_considered_actions=1, gumbel_scale=0)
+        checks |= {
             "dirichlet_alpha": (self.dirichlet_alpha > 0, "> 0"),
             "dirichlet_fraction": (0 <= self.dirichlet_fraction <= 1, "in [0, 1]"),
             "pb_c_init": (self.pb_c_init > 0, "> 0"),
@@ -105,17 +103,10 @@ class SelfPlayConfig:
     opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
 
     def __post_init__(self) -> None:
-        checks = {
-            "batch_size": (self.batch_size >= 1, ">= 1"),
-            "chunk_moves": (self.chunk_moves >= 1, ">= 1"),
-            "full_search_prob": (0.0 < self.full_search_prob <= 1.0, "in (0, 1]"),
-            "fast_simulations": (self.fast_simulations >= 1, ">= 1"),
-            "temperature_moves": (
-                self.temperature_moves is None or self.temperature_moves >= 0,
-                ">= 0 or null",
-            ),
-            "opening_moves": (self.opening_moves >= 0, ">= 0"),
-        }
+        checks = _at_least(self, batch_size=1, chunk_moves=1, fast_simulations=1, opening_moves=0)
+        checks["full_search_prob"] = (0.0 < self.full_search_prob <= 1.0, "in (0, 1]")
+        moves = self.temperature_moves
+        checks["temperature_moves"] = (moves is None or moves >= 0, ">= 0 or null")
         check_fields("selfplay", self, checks)
 
 
@@ -134,11 +125,7 @@ class ReplayConfig:
     min_size: int = 1_000  # positions stored before gradient steps start
 
     def __post_init__(self) -> None:
-        checks = {
-            "capacity": (self.capacity >= 1, ">= 1"),
-            "min_size": (self.min_size >= 1, ">= 1"),
-        }
-        check_fields("replay", self, checks)
+        check_fields("replay", self, _at_least(self, capacity=1, min_size=1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,13 +137,9 @@ class OptimConfig:
     max_grad_norm: float = 1.0  # global gradient-norm clip (0 disables)
 
     def __post_init__(self) -> None:
-        checks = {
-            "learning_rate": (self.learning_rate > 0, "> 0"),
-            "warmup_steps": (self.warmup_steps >= 0, ">= 0"),
-            "final_lr_fraction": (0 <= self.final_lr_fraction <= 1, "in [0, 1]"),
-            "l2": (self.l2 >= 0, ">= 0"),
-            "max_grad_norm": (self.max_grad_norm >= 0, ">= 0"),
-        }
+        checks = {"learning_rate": (self.learning_rate > 0, "> 0")}
+        checks |= _at_least(self, warmup_steps=0, l2=0, max_grad_norm=0)
+        checks["final_lr_fraction"] = (0 <= self.final_lr_fraction <= 1, "in [0, 1]")
         check_fields("optim", self, checks)
 
 
@@ -172,12 +155,8 @@ class TrainConfig:
     init_from: str = ""
 
     def __post_init__(self) -> None:
-        checks = {
-            "iterations": (self.iterations >= 1, ">= 1"),
-            "steps_per_iteration": (self.steps_per_iteration >= 1, ">= 1"),
-            "batch_size": (self.batch_size >= 1, ">= 1"),
-            "seed": (0 <= self.seed < 2**63 - 1, "in [0, 2**63 - 1) (seed + 1 is used)"),
-        }
+        checks = _at_least(self, iterations=1, steps_per_iteration=1, batch_size=1)
+        checks["seed"] = (0 <= self.seed < 2**63 - 1, "in [0, 2**63 - 1) (seed + 1 is used)")
         check_fields("train", self, checks)
 
 
@@ -191,13 +170,9 @@ class EvalConfig:
     opening_moves: int = 0  # random plies opening each pair of games, so games vary
 
     def __post_init__(self) -> None:
-        checks = {
-            "every": (self.every >= 0, ">= 0"),
-            "num_games": (self.num_games >= 2, ">= 2"),
-            "final_num_games": (self.final_num_games >= 0, ">= 0"),
-            "num_simulations": (self.num_simulations >= 0, ">= 0"),
-            "opening_moves": (self.opening_moves >= 0, ">= 0"),
-        }
+        checks = _at_least(
+            self, every=0, num_games=2, final_num_games=0, num_simulations=0, opening_moves=0
+        )
         check_fields("eval", self, checks)
 
 
@@ -213,12 +188,9 @@ class GateConfig:
     opening_moves: int = 2  # random plies opening each pair of games, so the games vary
 
     def __post_init__(self) -> None:
-        checks = {
-            "every": (self.every >= 0, ">= 0"),
-            "games": (self.games >= 2 and self.games % 2 == 0, "even and >= 2 (equal colours)"),
-            "threshold": (0.0 <= self.threshold <= 1.0, "in [0, 1]"),
-            "opening_moves": (self.opening_moves >= 0, ">= 0"),
-        }
+        checks = _at_least(self, every=0, opening_moves=0)
+        checks["games"] = (self.games >= 2 and self.games % 2 == 0, "even and >= 2 (equal colours)")
+        checks["threshold"] = (0.0 <= self.threshold <= 1.0, "in [0, 1]")
         check_fields("gate", self, checks)
 
 
@@ -228,8 +200,7 @@ class CheckpointConfig:
     keep: int = 3  # newest checkpoints kept
 
     def __post_init__(self) -> None:
-        checks = {"every": (self.every >= 1, ">= 1"), "keep": (self.keep >= 1, ">= 1")}
-        check_fields("checkpoint", self, checks)
+        check_fields("checkpoint", self, _at_least(self, every=1, keep=1))
 
 
 @dataclasses.dataclass(frozen=True)
