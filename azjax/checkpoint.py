@@ -1,22 +1,15 @@
 """Checkpoints with orbax: the whole training state, atomically, keeping the newest K.
 
-Layout: `WORKDIR/checkpoints/<iteration>/` with three items:
+`WORKDIR/checkpoints/<iteration>/` holds `params` (all `load_for_inference` reads besides
+`meta`), `state` (the rest of the trainer's state: optimizer, replay buffer, games in flight,
+PRNG key) and `meta` (JSON: iteration, config, every saved array's shape, and the metrics
+records since the previous checkpoint, restored on resume when `metrics.jsonl` lost them).
 
-- `params`: the network parameters (all `load_for_inference` reads besides `meta`);
-- `state`: optimizer state, replay buffer, self-play carry (games in flight), PRNG key, step;
-- `meta`: JSON with the iteration, the full config, the shape of every saved array and the
-  metrics records of the iterations since the previous checkpoint (restored on resume when
-  `metrics.jsonl` lost them).
-
-Orbax writes each checkpoint into a temporary directory and renames it when complete, so a
-run killed at any moment leaves the previous checkpoints intact (the next run deletes the
-temporary directory). A checkpoint written for another game or network shape is refused with
-`CheckpointError` naming what differs; one that cannot be read is reported as damaged, never
-silently replaced.
-
-A run holds `WORKDIR/azjax.lock` (`WorkdirLock`), so that a second run on the same workdir is
-refused instead of interleaving its checkpoints and metrics with the first. Ctrl-C or SIGTERM
-ask it to finish its iteration, write a checkpoint and stop (`StopRequest`).
+Orbax renames a checkpoint into place once complete, so a killed run keeps the previous ones.
+A checkpoint of another game or network shape is refused with `CheckpointError` naming what
+differs; an unreadable one is reported as damaged, never silently replaced. A run holds
+`WORKDIR/azjax.lock` (`WorkdirLock`), so a second run on the workdir is refused; Ctrl-C or
+SIGTERM ask it to finish its iteration, checkpoint and stop (`StopRequest`).
 """
 
 from __future__ import annotations
@@ -49,16 +42,11 @@ CHECKPOINT_DIR = "checkpoints"
 absl_logging.set_verbosity(absl_logging.WARNING)
 
 
-class _ReadOnlyNotice(logging.Filter):
-    """Drops orbax's warnings that a manager is read-only: azjax reads checkpoints that way on
-    purpose (a reader never touches a directory a training run may be writing)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return "read only" not in message and "read_only=True" not in message
-
-
-logging.getLogger("absl").addFilter(_ReadOnlyNotice())
+# orbax warns that a manager is read-only: azjax reads checkpoints that way on purpose (a
+# reader never touches a directory a training run may be writing)
+logging.getLogger("absl").addFilter(
+    lambda record: "read only" not in (text := record.getMessage()) and "read_only=True" not in text
+)
 
 
 def _quiet_closed_loop(unraisable: Any, previous: Any = sys.unraisablehook) -> None:
@@ -92,8 +80,8 @@ def _manager(workdir: str | pathlib.Path, keep: int | None = None) -> ocp.Checkp
 
 
 def _damaged(workdir: str | pathlib.Path, step: int, item: str, err: Exception) -> CheckpointError:
-    """One line naming the checkpoint, the damaged file of its `item` ("params" or "state") and
-    what is wrong (TensorStore's errors run to dozens of lines of spec)."""
+    """One line naming checkpoint `step`, the damaged file of its `item` and what is wrong
+    (TensorStore's errors run to dozens of lines of spec)."""
     chain = [err]
     while chain[-1].__cause__ or chain[-1].__context__:
         chain.append(chain[-1].__cause__ or chain[-1].__context__)
@@ -186,20 +174,25 @@ def read_config(workdir: str | pathlib.Path, step: int | None = None) -> Config:
     try:
         return config_from_dict(read_meta(workdir, step)["config"])
     except ConfigError as err:
-        message = f"checkpoint {step} in {workdir} has an unusable config: {err}"
-        raise CheckpointError(message) from None
+        raise CheckpointError(
+            f"checkpoint {step} in {workdir} has an unusable config: {err}"
+        ) from None
+
+
+def abstract_params(config: Config) -> Any:
+    """The parameter shapes of `config`'s network (jax.ShapeDtypeStruct leaves)."""
+    game = config.game.make()
+    network = make_network(game, config.network)
+    return jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
 
 
 def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, Any]:
     """The config and network parameters saved in `workdir` (the newest when `step` is None)."""
     step = _pick_step(workdir, step)
     config = read_config(workdir, step)
-    game = config.game.make()
-    network = make_network(game, config.network)
-    abstract = jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
     here = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # whatever devices trained it
     abstract = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=here), abstract
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=here), abstract_params(config)
     )
     try:
         with _manager(workdir) as manager:
@@ -214,7 +207,7 @@ def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, A
 # ----------------------------------------------------------------------------- training
 
 
-# Config keys that change the shape of saved arrays; named in the refusal message.
+# Config keys (and the keys under them) that change the shape of saved arrays.
 _SHAPE_KEYS = (
     "game",
     "network.blocks",
@@ -222,16 +215,6 @@ _SHAPE_KEYS = (
     "replay.capacity",
     "selfplay.batch_size",
 )
-
-
-def _differences(saved: dict, wanted: dict) -> list[str]:
-    """The shape settings (`_SHAPE_KEYS` and the keys under them) on which two config dicts
-    differ, e.g. "game.kwargs.rows: checkpoint 5, config 4"."""
-    return [
-        f"{key}: checkpoint {json.dumps(old)}, config {json.dumps(new)}"
-        for key, old, new in differences(saved, wanted)
-        if any(key == k or key.startswith(f"{k}.") for k in _SHAPE_KEYS)
-    ]
 
 
 class Checkpointer:
@@ -294,15 +277,19 @@ class Checkpointer:
         """The meta of checkpoint `step`; CheckpointError when it is damaged or written by a run
         of another shape than `config` (or, given the `expected` signature, other arrays)."""
         meta = read_meta(self.workdir, step)
-        differences = _differences(meta["config"], config_to_dict(config))
+        problems = [  # e.g. "game.kwargs.rows: checkpoint 5, config 4"
+            f"{key}: checkpoint {json.dumps(old)}, config {json.dumps(new)}"
+            for key, old, new in differences(meta["config"], config_to_dict(config))
+            if any(key == k or key.startswith(f"{k}.") for k in _SHAPE_KEYS)
+        ]
         saved = meta.get("signature", {})
-        if not differences and expected is not None and saved != expected:
+        if not problems and expected is not None and saved != expected:
             bad = min(k for k in expected.keys() | saved.keys() if saved.get(k) != expected.get(k))
-            differences = [f"{bad}: checkpoint {saved.get(bad)}, config {expected.get(bad)}"]
-        if differences:
+            problems = [f"{bad}: checkpoint {saved.get(bad)}, config {expected.get(bad)}"]
+        if problems:
             raise CheckpointError(
                 f"{_directory(self.workdir)} holds a checkpoint (iteration {step}) of a different "
-                f"run: {'; '.join(differences)}. Use another --workdir, or set these keys back."
+                f"run: {'; '.join(problems)}. Use another --workdir, or set these keys back."
             )
         return meta
 
@@ -324,8 +311,7 @@ class Checkpointer:
 
 
 class WorkdirError(ValueError):
-    """A workdir that training cannot use, by the path given: not a directory, not this user's
-    to write, a name the file system refuses."""
+    """A workdir path training cannot use (not a directory, not the user's to write)."""
 
 
 class WorkdirInUse(RuntimeError):
@@ -352,9 +338,9 @@ def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
 class WorkdirLock:
     """`with WorkdirLock(workdir):` holds `workdir/azjax.lock`, naming this process and host.
 
-    Another run's lock is refused with WorkdirInUse, unless stale: its process is no longer
-    running on this host, and the lock is taken over. Creating the lock also proves the
-    workdir writable. On a multi-host run only process 0 holds it."""
+    Another run's lock is refused with WorkdirInUse, unless its process is gone from this host
+    (then it is taken over). Creating it proves the workdir writable. On a multi-host run only
+    process 0 holds it."""
 
     def __init__(self, workdir: str | pathlib.Path) -> None:
         self.workdir = prepare_workdir(workdir)
@@ -385,7 +371,13 @@ class WorkdirLock:
             except FileExistsError:
                 holder = self._holder()
                 if holder is None or not _stale(holder):
-                    raise self._busy(holder) from None
+                    who = f"its lock {self.path} is unreadable"
+                    if holder is not None:
+                        who = f"process {holder['pid']} on {holder['host']}"
+                    raise WorkdirInUse(
+                        f"workdir {self.workdir} is in use by another run ({who}); stop that run "
+                        f"or use another --workdir (if no run uses it, delete {self.path})"
+                    ) from None
                 print(
                     f"taking over the lock of process {holder['pid']} on {holder['host']}, "
                     f"which is no longer running ({self.path})",
@@ -408,16 +400,6 @@ class WorkdirLock:
             return {"pid": int(data["pid"]), "host": str(data["host"])}
         except (OSError, ValueError, KeyError, TypeError):
             return None
-
-    def _busy(self, holder: dict | None) -> WorkdirInUse:
-        if holder is None:
-            who = f"another run (its lock {self.path} is unreadable)"
-        else:
-            who = f"another run (process {holder['pid']} on {holder['host']})"
-        return WorkdirInUse(
-            f"workdir {self.workdir} is in use by {who}; stop that run or use another "
-            f"--workdir (if no run uses it, delete {self.path})"
-        )
 
 
 def _stale(holder: dict) -> bool:

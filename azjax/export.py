@@ -31,7 +31,6 @@ import games
 from azjax import checkpoint
 from azjax.checks import write_error
 from azjax.config import Config, ConfigError, config_from_dict, config_to_dict
-from azjax.network import init_params, make_network
 from azjax.runlog import read_metrics
 from azjax.specs import MODEL_SUFFIX, parse_spec
 
@@ -57,13 +56,6 @@ def card_path(path: PathLike) -> pathlib.Path:
 def card_game(card: Mapping[str, Any]) -> games.Game:
     """The game (and size) a card's model was trained for; ValueError for one not known here."""
     return games.make(card["game"]["name"], **card["game"]["kwargs"])
-
-
-def abstract_params(config: Config) -> Params:
-    """The parameter shapes of `config`'s network (jax.ShapeDtypeStruct leaves)."""
-    game = config.game.make()
-    network = make_network(game, config.network)
-    return jax.eval_shape(lambda k: init_params(network, game, k), jax.random.key(0))
 
 
 def shapes(params: Params) -> dict[str, tuple[int, ...]]:
@@ -262,7 +254,7 @@ def read_snapshot(path: PathLike) -> dict[str, Any] | None:
 def load_model(path: PathLike) -> tuple[Config, Params, Card]:
     """(config, float32 params, card) of a model file; ModelError naming what is wrong."""
     config, card = read_config(path), read_card(path)
-    want = shapes(abstract_params(config))
+    want = shapes(checkpoint.abstract_params(config))
     try:
         stored = flax.serialization.msgpack_restore(_read(path)["params"])
     except Exception as err:  # flax raises several kinds for bad bytes

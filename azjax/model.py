@@ -91,7 +91,7 @@ def check(model: Model, game: Game | None = None, config: Config | None = None) 
     or, given the `config` of a run, for another game or network shape than that run's."""
     if config is not None:
         game = config.game.make()
-        shape = export.shapes(export.abstract_params(config))
+        shape = export.shapes(checkpoint.abstract_params(config))
         if model.game is not game or export.shapes(model.params) != shape:
             raise ValueError(
                 f"{_label(model)} is {_net(model.config)}; expected {_net(config)} "
