@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from azjax.agents import Agent, MoveFn
-from games.core import Game, random_legal_action
+from games.core import Game, random_legal_action, tree_where
 
 Array = jax.Array
 GATE_THRESHOLD = 0.55
@@ -123,11 +123,6 @@ def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_mov
     pair = jnp.arange(num_games) // 2
     batch_step = jax.vmap(game.step)
 
-    def where(mask: Array, new: Any, old: Any) -> Any:
-        return jax.tree.map(
-            lambda n, o: jnp.where(mask.reshape(mask.shape + (1,) * (n.ndim - 1)), n, o), new, old
-        )
-
     def hashed(moves: Array, actions: Array) -> Array:  # FNV-1a step per move
         return (moves ^ (actions.astype(jnp.uint32) + 1)) * jnp.uint32(16777619)
 
@@ -162,7 +157,7 @@ def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_mov
             )
             moving = jnp.where(use_a, wants_a, wants_b)
             stepped = batch_step(states, actions)
-            states = where(moving, stepped, states)
+            states = jax.vmap(tree_where)(moving, stepped, states)
             returns = returns + jnp.where(moving[:, None], stepped.rewards, 0.0)
             moves = jnp.where(moving, hashed(moves, actions), moves)
             return t + 1, states, returns, moves

@@ -57,30 +57,28 @@ def _parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--a", metavar="SPEC", help="agent A of a match (needs --b)")
-    mode.add_argument(
-        "--round-robin", metavar="SPECS", help="comma-separated specs: every pair plays; Elo fit"
-    )
-    mode.add_argument(
+    mode, add = parser.add_mutually_exclusive_group(required=True).add_argument, parser.add_argument
+    mode("--a", metavar="SPEC", help="agent A of a match (needs --b)")
+    mode("--round-robin", metavar="SPECS", help="comma-separated specs: every pair plays; Elo fit")
+    mode(
         "--ladder",
         metavar="WORKDIR",
         help="rate every checkpoint of a run (or every model of a folder of azjax-export files)",
     )
-    mode.add_argument(
+    mode(
         "--solver",
         metavar="SPEC",
         help="perfect-play accuracy of SPEC (Connect4 by default, Dots and Boxes 3x3, "
         "Tic-Tac-Toe); Connect4 also: mistake rates in Pascal Pons' six test groups",
     )
-    mode.add_argument("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
-    parser.add_argument("--b", metavar="SPEC", help="agent B of a match")
+    mode("--zoo", action="store_true", help="list the zoo's models (zoo:NAME)")
+    add("--b", metavar="SPEC", help="agent B of a match")
     add_game_arguments(
         parser, default="the game of the checkpoint or zoo model played; --zoo: every game"
     )
-    parser.add_argument("--games", type=int, help=f"games per match (default {GAMES})")
-    parser.add_argument("--opening-moves", type=int, help="random plies to start (default 0)")
-    parser.add_argument(
+    add("--games", type=int, help=f"games per match (default {GAMES})")
+    add("--opening-moves", type=int, help="random plies to start (default 0)")
+    add(
         "--batch",
         type=int,
         help=f"games played at once (default {GAME_BATCH}: a batch lasts as long as its slowest "
@@ -88,25 +86,21 @@ def _parser() -> argparse.ArgumentParser:
         "positions searched at once, with a progress bar and Ctrl-C keeping the finished batches "
         "(default all at once: batches can change a close move through the arithmetic)",
     )
-    parser.add_argument(
-        "--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)"
-    )
-    parser.add_argument(
-        "--baselines", help=f"--ladder: baseline specs (default {DEFAULT_BASELINES})"
-    )
-    parser.add_argument(
+    add("--seed", type=seed_arg, default=0, help=f"PRNG seed, {SEED_RANGE} (default 0)")
+    add("--baselines", help=f"--ladder: baseline specs (default {DEFAULT_BASELINES})")
+    add(
         "--kind",
         choices=("search", "policy"),
         help="--ladder: checkpoints play with search (default) or the policy alone",
     )
-    parser.add_argument(
+    add(
         "--steps",
         help="--ladder: comma-separated checkpoint steps to rate (default: every checkpoint)",
     )
-    parser.add_argument("--png", type=pathlib.Path, help="--ladder: plot (default WORKDIR/elo.png)")
-    parser.add_argument("--positions", help="--solver: position file (default: the shipped set)")
-    parser.add_argument("--json", type=pathlib.Path, help="write the results as JSON here")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add("--png", type=pathlib.Path, help="--ladder: plot (default WORKDIR/elo.png)")
+    add("--positions", help="--solver: position file (default: the shipped set)")
+    add("--json", type=pathlib.Path, help="write the results as JSON here")
+    add("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
