@@ -131,11 +131,13 @@ def test_greedy_does_not_hand_over_boxes():
     assert checked >= 20
 
 
-def test_greedy_beats_random_widely():
-    game = games.make("chain_reaction")
-    r = arena.match(
-        game, agents.make("greedy", game), agents.make("random", game), 20, jax.random.key(9)
-    )
+@pytest.mark.parametrize(
+    ("spec", "name", "num_games"), [("greedy", "chain_reaction", 20), ("mcts:32", "tictactoe", 10)]
+)
+def test_greedy_and_pure_mcts_beat_random(spec, name, num_games):
+    game = games.make(name)
+    key = jax.random.key(9 if spec == "greedy" else 10)
+    r = arena.match(game, agents.make(spec, game), agents.make("random", game), num_games, key)
     assert r.score >= 0.75, r
 
 
@@ -177,14 +179,6 @@ def test_rollout_value_is_from_the_movers_view():
         state = game.step(state, a)
     one = jax.tree.map(lambda x: x[None], state)
     assert {float(evaluate(None, one, jax.random.key(k))[1][0]) for k in range(12)} == {1.0, 0.0}
-
-
-def test_mcts_beats_random_at_tictactoe():
-    game = games.make("tictactoe")
-    r = arena.match(
-        game, agents.make("mcts:32", game), agents.make("random", game), 10, jax.random.key(10)
-    )
-    assert r.score >= 0.75, r
 
 
 # ----------------------------------------------------------------------------- specs

@@ -614,32 +614,20 @@ def test_the_dots_and_boxes_set_covers_the_game(dab_positions):
 
 # After the first moves of the sample game (h 3 2, h 4 2, h 3 1, v 3 1) in E. Berlekamp, The
 # Dots-and-Boxes Game (2000), p. 4, every line's value from the first player's view, as
-# D. Wilson published: horizontal lines by dot row, vertical lines by box row; None: drawn.
+# D. Wilson published: horizontal lines by dot row, then vertical lines by box row; ".": drawn.
 _PUBLISHED = {
-    (7,): (
-        [-1, -3, -1, -3, -1, -3, -1, None, -1, -1, -1, -1],
-        [-1, -1, -1, -1, -1, -1, -1, -1, -1, -3, -3, -1],
-    ),
-    (7, 10): (
-        [-3, -3, -3, -3, -3, -3, -3, None, -3, -3, None, -3],
-        [-3, -3, -3, -3, -3, -1, -1, -3, -3, -3, -3, -3],
-    ),
-    (7, 10, 6): (
-        [-1, -1, -1, -1, -3, -1, None, None, -1, -1, None, -1],
-        [-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1],
-    ),
-    (7, 10, 6, 20): (
-        [-1, -1, -1, -1, -3, -1, None, None, -1, -5, None, -1],
-        [-1, -1, -1, -1, -1, -1, -1, -3, None, -5, -5, -1],
-    ),
+    (7,): "-1 -3 -1 -3 -1 -3 -1 . -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -3 -3 -1",
+    (7, 10): "-3 -3 -3 -3 -3 -3 -3 . -3 -3 . -3 -3 -3 -3 -3 -3 -1 -1 -3 -3 -3 -3 -3",
+    (7, 10, 6): "-1 -1 -1 -1 -3 -1 . . -1 -1 . -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1 -1",
+    (7, 10, 6, 20): "-1 -1 -1 -1 -3 -1 . . -1 -5 . -1 -1 -1 -1 -1 -1 -1 -1 -3 . -5 -5 -1",
 }
 
 
 def test_dots_and_boxes_labels_match_published_values_openspiel_and_minimax(dab_positions):
     by_moves = {p.moves: p for p in dab_positions}
-    for moves, (horizontal, vertical) in _PUBLISHED.items():
+    for moves, values in _PUBLISHED.items():
         sign = 1 if len(moves) % 2 == 0 else -1  # no box is won yet: players alternate
-        expected = tuple(None if v is None else sign * v for v in [*horizontal, *vertical])
+        expected = tuple(None if v == "." else sign * int(v) for v in values.split())
         assert by_moves[moves].scores == expected, moves
     # Every first line loses by 3: after any of them, the second player's best wins by 3.
     assert json.loads(DOTS_AND_BOXES.path.read_text())["start_value"] == -3
