@@ -415,8 +415,10 @@ def game_class(env_id: str) -> type[PgxGame]:
     """The game class of pgx environment `env_id` (its `name` is `pgx:<env_id>`); ValueError
     for an unknown environment, one without exactly two players, or one of hidden information."""
     if env_id not in pgx.available_envs():
+        playable = sorted((MAX_GAME_LENGTH.keys() | CHANCE.keys()) & set(pgx.available_envs()))
         raise ValueError(
-            f"unknown pgx environment {env_id!r}; expected one of {', '.join(pgx.available_envs())}"
+            f"unknown pgx environment {env_id!r}; azjax plays pgx's two-player games of perfect "
+            f"information: {', '.join(playable)}"
         )
     if env_id in HIDDEN_INFORMATION:
         raise ValueError(

@@ -48,8 +48,11 @@ def test_make_names_and_errors(monkeypatch):
     monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))
     games.register("pgx:hex", game_class("hex"))
     assert "pgx:hex" in games.names() and games.make("pgx:hex") is game
-    with pytest.raises(ValueError, match="unknown pgx environment 'nim'"):
+    with pytest.raises(ValueError, match="unknown pgx environment 'nim'") as unknown:
         games.make("pgx:nim")
+    offered = str(unknown.value).split(": ")[-1].split(", ")  # only games azjax accepts
+    assert "backgammon" in offered and "hex" in offered and "chess" in offered
+    assert not {"2048", "kuhn_poker", "minatar-breakout", "sparrow_mahjong"} & set(offered)
     with pytest.raises(ValueError, match="has 1 players, not 2"):
         games.make("pgx:2048")
     with pytest.raises(ValueError, match="bad arguments for game 'pgx:hex'"):
