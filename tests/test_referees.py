@@ -71,13 +71,10 @@ def test_score_moves_on_hand_labelled_positions():
         referees.score_moves([WIN], [])
 
 
-def test_wilson_interval():
+def test_score_mistakes_and_wilson_intervals_on_known_answers():
     assert referees.wilson(0, 10) == pytest.approx((0, 0.2775), abs=1e-4)
     assert referees.wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     assert referees.wilson(1000, 1000) == pytest.approx((0.99617, 1), abs=1e-4)
-
-
-def test_score_mistakes_on_hand_labelled_positions():
     rates = referees.score_mistakes({"a": [WIN, DRAW], "b": [LOST]}, [2, 0, 6])
     assert rates.counts == {"a": (2, 2), "b": (1, 0)}  # in a lost position no move errs
     rates = referees.score_mistakes({"a": [WIN, DRAW], "b": [LOST]}, [3, 1, 6])
