@@ -43,17 +43,22 @@ class TrainingError(RuntimeError):
     """A run that cannot go on (its loss or parameters stopped being finite)."""
 
 
+def _say(text: str, file: Any = None) -> None:
+    """Print on process 0 only (every process runs the same loop)."""
+    if jax.process_index() == 0:
+        print(text, file=file, flush=True)
+
+
 def train_and_evaluate(
     config: Config, workdir: str | pathlib.Path, progress: bool = True
 ) -> dict[str, Any]:
     """Train `config` in `workdir`, resuming from its newest checkpoint; return final metrics.
 
     A finished run (train.iterations reached, final evaluation logged) is left as it is.
-    Raises WorkdirError when the workdir is not a directory the user may write, WriteFailure
-    (an OSError, azjax.checks) when the disk fails to give it (full, read-only, an I/O error),
-    WorkdirInUse when another run holds it, CheckpointError when it holds a damaged checkpoint
-    or one of another run, ConfigError for an `eval.opponents` agent that cannot be built,
-    TrainingError when training diverges.
+    Raises WorkdirError (not a directory the user may write), WriteFailure (azjax.checks: the
+    disk fails), WorkdirInUse (another run holds it), CheckpointError (a damaged checkpoint or
+    another run's), ConfigError (an `eval.opponents` agent that cannot be built) or
+    TrainingError (training diverged).
     """
     with (
         WorkdirLock(workdir) as lock,
@@ -63,15 +68,13 @@ def train_and_evaluate(
         if iteration is not None and iteration >= config.train.iterations:
             checkpointer.check(config, iteration)  # another run's checkpoint is refused
             if _finished(lock.workdir, config, iteration):
-                if jax.process_index() == 0:
-                    print(
-                        f"the run in {lock.workdir} is finished (iteration {iteration} of "
-                        f"train.iterations={config.train.iterations}); raise train.iterations "
-                        "to train further",
-                        flush=True,
-                    )
+                _say(
+                    f"the run in {lock.workdir} is finished (iteration {iteration} of "
+                    f"train.iterations={config.train.iterations}); raise train.iterations "
+                    "to train further"
+                )
                 return {"iteration": iteration, "finished": True}
-        return _train(config, lock.workdir, checkpointer, progress)
+        return _Session(config, lock.workdir, checkpointer, progress).run()
 
 
 def _finished(workdir: pathlib.Path, config: Config, iteration: int) -> bool:
@@ -90,14 +93,12 @@ def _resumed(config: Config, checkpointer: Checkpointer) -> tuple[Config, list[s
     saved = read_config(checkpointer.workdir, checkpointer.latest_step())
     first = saved.train.init_from
     if first != config.train.init_from:
-        if jax.process_index() == 0:
-            print(
-                f"warning: train.init_from={config.train.init_from!r} is ignored: the run in "
-                f"{checkpointer.workdir} resumes from its checkpoint, and keeps "
-                f"train.init_from={first!r}",
-                file=sys.stderr,
-                flush=True,
-            )
+        _say(
+            f"warning: train.init_from={config.train.init_from!r} is ignored: the run in "
+            f"{checkpointer.workdir} resumes from its checkpoint, and keeps "
+            f"train.init_from={first!r}",
+            sys.stderr,
+        )
         train = dataclasses.replace(config.train, init_from=first)
         config = dataclasses.replace(config, train=train)
     return config, _changes(saved, config)
@@ -111,28 +112,6 @@ def _changes(before: Config, after: Config) -> list[str]:
         for key, old, new in differences(config_to_dict(before), config_to_dict(after))
         if key != "train.init_from"
     ]
-
-
-def _train(
-    config: Config, workdir: pathlib.Path, checkpointer: Checkpointer, progress: bool
-) -> dict[str, Any]:
-    session = _Session(config, workdir, checkpointer, progress)
-    record: dict[str, Any] = {}
-    stopping = False  # agreed by every process, once per iteration
-    steps = (session.check_finite, session.evaluate, session.gate, session.watch_health)
-    try:
-        while session.iteration < config.train.iterations and not stopping:
-            record = session.iterate()
-            for step in (*steps, session.log):
-                step(record)
-            stopping = session.checkpoint(record)
-    except BaseException:
-        session.log_file.close()
-        raise
-    finally:
-        session.stop.restore()
-        session.bar.close()
-    return session.finish(record, stopping or parallel.any_process(session.stop.requested))
 
 
 class _Session:
@@ -162,8 +141,7 @@ class _Session:
         if resuming:
             self.iteration, self.state = resume.from_checkpoint(self.trainer, checkpointer)
             saved = checkpointer.records(self.iteration)
-            if jax.process_index() == 0:
-                print(f"resuming from iteration {self.iteration} in {workdir}", flush=True)
+            _say(f"resuming from iteration {self.iteration} in {workdir}")
         else:
             self.state = self.trainer.init(jax.random.key(config.train.seed), start.params)
             if start.snapshot is not None:  # a model file of a stopped run: continue it
@@ -172,18 +150,13 @@ class _Session:
                 )
                 saved = json.loads(start.snapshot["records"])
                 changed = _changes(start.config, config)
-                if jax.process_index() == 0:
-                    print(
-                        f"continuing the run of {config.train.init_from} from iteration "
-                        f"{self.iteration}",
-                        flush=True,
-                    )
+                origin = config.train.init_from
+                _say(f"continuing the run of {origin} from iteration {self.iteration}")
         if jax.process_index() == 0:
             if changed:  # they apply from here on; the earlier checkpoints keep the old ones
                 print(f"settings changed since then: {'; '.join(changed)}", flush=True)
             (workdir / "config.yaml").write_text(dump_config(config))
-            warning = parallel.emulation_warning(config.network.dtype)
-            if warning:
+            if warning := parallel.emulation_warning(config.network.dtype):
                 print(f"warning: {warning}", file=sys.stderr, flush=True)
         self.log_file = RunLog(workdir, self.iteration, saved)
         self.start_iteration = self.iteration
@@ -193,7 +166,7 @@ class _Session:
         self.bar = tqdm(
             total=config.train.iterations,
             initial=self.iteration,
-            desc=f"{self.trainer.game.name}",
+            desc=self.trainer.game.name,
             unit="it",
             disable=not self.shown,
             dynamic_ncols=True,
@@ -201,6 +174,25 @@ class _Session:
         self.stop = StopRequest()
         self.monitor, self.problems = health.Monitor(), []
         self.started = time.perf_counter()
+
+    def run(self) -> dict[str, Any]:
+        """Iterate until `train.iterations` or a stop, then `finish`."""
+        record: dict[str, Any] = {}
+        stopping = False  # agreed by every process, once per iteration
+        steps = (self.check_finite, self.evaluate, self.gate, self.watch_health, self.log)
+        try:
+            while self.iteration < self.config.train.iterations and not stopping:
+                record = self.iterate()
+                for step in steps:
+                    step(record)
+                stopping = self.checkpoint(record)
+        except BaseException:
+            self.log_file.close()
+            raise
+        finally:
+            self.stop.restore()
+            self.bar.close()
+        return self.finish(record, stopping or parallel.any_process(self.stop.requested))
 
     def elapsed_minutes(self) -> float:
         """The whole run's wall clock, across resumes."""
@@ -215,17 +207,13 @@ class _Session:
             kept = ("train/trained", "train/step")
             record = {k: v for k, v in record.items() if k in kept or not k.startswith("train/")}
         self.iteration += 1
-        elapsed = time.perf_counter() - start
-        moves = self.config.selfplay.batch_size * self.config.selfplay.chunk_moves
+        elapsed, c = time.perf_counter() - start, self.config
+        moves = c.selfplay.batch_size * c.selfplay.chunk_moves
         record["seconds"] = elapsed
         record["positions_per_second"] = record["replay/added"] / elapsed  # into the buffer
         record["moves_per_second"] = moves / elapsed
-        evaluations = chunk_evaluations(
-            self.trainer.game,
-            self.config.search,
-            self.config.selfplay,
-            record["selfplay/full_search_fraction"],
-        )
+        played = record["selfplay/full_search_fraction"]
+        evaluations = chunk_evaluations(self.trainer.game, c.search, c.selfplay, played)
         record["evaluations_per_second"] = evaluations / elapsed  # self-play's network rows
         record["train/learning_rate"] = float(self.trainer.schedule(record["train/step"]))
         return record
@@ -291,16 +279,13 @@ class _Session:
         iteration = self.iteration
         due = iteration % self.config.checkpoint.every == 0
         due = due or iteration == self.config.train.iterations
-        stopping = False
-        for _ in range(2):
-            stopping = parallel.any_process(self.stop.requested)
-            if self.pending and (due or stopping):
-                params, rest = self.state.params, self.state.replace(params=None)
-                with self.stop.saving():
-                    self.checkpointer.save(iteration, params, rest, self.config, self.pending)
-                self.pending = []
-            if stopping or not due:
-                break
+        stopping = parallel.any_process(self.stop.requested)
+        if self.pending and (due or stopping):
+            params, rest = self.state.params, self.state.replace(params=None)
+            with self.stop.saving():
+                self.checkpointer.save(iteration, params, rest, self.config, self.pending)
+            self.pending = []
+            stopping = parallel.any_process(self.stop.requested)  # asked while saving
         self.bar.set_postfix(postfix(record), refresh=False)
         self.bar.update(1)
         return stopping
@@ -308,16 +293,15 @@ class _Session:
     def finish(self, record: dict[str, Any], stopping: bool) -> dict[str, Any]:
         """The final evaluation (unless stopped), and the session's closing metrics."""
         final: dict[str, Any] = {"iteration": self.iteration}
-        if stopping:
-            print(
-                f"interrupted at iteration {self.iteration}; checkpoint saved; rerun the same "
-                "command to resume",
-                flush=True,
-            )
-            self.log_file.close()
-            return {**record, **final, **self.clocks(), "interrupted": True}
         try:
-            if self.config.eval.final_num_games:
+            if stopping:
+                print(
+                    f"interrupted at iteration {self.iteration}; checkpoint saved; rerun the same "
+                    "command to resume",
+                    flush=True,
+                )
+                final["interrupted"] = True
+            elif self.config.eval.final_num_games:
                 final.update(self.final_evaluation())
                 final["final"] = True
                 final["elapsed_minutes"] = self.elapsed_minutes()
@@ -390,15 +374,9 @@ def evaluate(
     player = agents.search_agent(trainer.game, trainer.network, parallel.to_host(params), search)
     out: dict[str, float] = {}
     for i, (spec, opponent) in enumerate(zip(config.opponents, opponents, strict=True)):
-        key_i = jax.random.fold_in(key, i)
+        key_i, plies = jax.random.fold_in(key, i), config.opening_moves
         result = arena.match(
-            trainer.game,
-            player,
-            opponent,
-            num_games,
-            key_i,
-            opening_moves=config.opening_moves,
-            progress=progress,
+            trainer.game, player, opponent, num_games, key_i, opening_moves=plies, progress=progress
         )
         name = metrics_name(spec)
         out[f"eval/{name}/score"] = float(result.score)

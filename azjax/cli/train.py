@@ -17,17 +17,7 @@ from collections.abc import Sequence
 
 import jax  # already loaded before --help: the game modules import it
 
-from azjax import parallel
-from azjax.cli import (
-    FAILED,
-    INTERRUPTED,
-    OK,
-    bad_input,
-    leave,
-    run_command,
-    stopped,
-    use_compilation_cache,
-)
+from azjax import cli, parallel
 from azjax.cli.args import ArgumentParser, load_game_modules
 from azjax.config import Config, ConfigError, load_config
 
@@ -57,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int | None:
-    return run_command("azjax-train", _main, argv)
+    return cli.run_command("azjax-train", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -71,11 +61,11 @@ def _main(argv: list[str] | None) -> int:
         try:
             parallel.use_cpu_cores(sizes, args.cpu_devices)
         except ValueError as err:
-            return bad_input("azjax-train", f"--cpu-devices: {err}")
+            return cli.bad_input("azjax-train", f"--cpu-devices: {err}")
         config = load_config(args.config, args.overrides)
     except ConfigError as err:
-        return bad_input("azjax-train", f"configuration error: {err}")
-    use_compilation_cache()
+        return cli.bad_input("azjax-train", f"configuration error: {err}")
+    cli.use_compilation_cache()
     joined = parallel.initialize_distributed()
     try:
         status = _train(config, args)
@@ -85,7 +75,7 @@ def _main(argv: list[str] | None) -> int:
             jax.distributed.shutdown()
     if joined:  # its files are written and closed: end without the runtime's teardown, which
         # could wait 150 s for a peer that had already gone (tests/test_multihost.py saw it)
-        leave(status)
+        cli.leave(status)
     return status
 
 
@@ -105,30 +95,30 @@ def _train(config: Config, args: argparse.Namespace) -> int:
     try:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
     except WorkdirError as err:  # a file, or not the user's to write: left as it is
-        return bad_input("azjax-train", str(err))
+        return cli.bad_input("azjax-train", str(err))
     except (OSError, WorkdirInUse) as err:  # a full or failing disk, another run's: left as is
         print(f"azjax-train: {err}", file=sys.stderr)
-        return FAILED
+        return cli.FAILED
     except TrainingError as err:
         _remove_unstarted(args.workdir, existed)
         print(f"azjax-train: {err}", file=sys.stderr)
-        return FAILED
+        return cli.FAILED
     except ValueError as err:  # CheckpointError, ConfigError: what the run was given
         _remove_unstarted(args.workdir, existed)
-        return bad_input("azjax-train", str(err))
+        return cli.bad_input("azjax-train", str(err))
     except KeyboardInterrupt:  # before the loop took the signal: while compiling or restoring
         steps = list_steps(args.workdir)
         kept = f"; checkpoint {steps[-1]} is kept" if steps else " before the first checkpoint"
         _remove_unstarted(args.workdir, existed)
         kept += "; rerun the same command to " + ("resume" if steps else "start")
         print(f"azjax-train: interrupted{kept}", file=sys.stderr)
-        return INTERRUPTED
+        return cli.INTERRUPTED
     if final.get("interrupted"):  # its line is printed: interrupted at iteration N; ...
-        return stopped()
+        return cli.stopped()
     if jax.process_index() == 0 and not final.get("finished"):
         seconds = time.perf_counter() - start
         print(summary(final, seconds, args.workdir, config.eval.opponents))
-    return OK
+    return cli.OK
 
 
 def _remove_unstarted(workdir: str, existed: bool) -> None:
