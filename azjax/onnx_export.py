@@ -60,16 +60,14 @@ def export_onnx(
     batch: int | None = None,
     card: Mapping[str, Any] | None = None,
 ) -> float:
-    """Write the network as ONNX: input `obs` float32 [B, *observation_shape], outputs `logits`
-    float32 [B, num_actions] and `value` float32 [B] (B symbolic unless `batch` is given), the
-    config and `card` in its metadata. It is written beside `out`, checked by onnxruntime
-    (`check_onnx`) and only then moved to `out`: a failed, interrupted or mismatched
-    (OnnxMismatch: a difference above TOLERANCE) export leaves `out` as it was. Returns the
-    check's largest difference.
+    """Write the network as ONNX, float32: input `obs` [B, *observation_shape], outputs
+    `logits` [B, num_actions] and `value` [B] (B symbolic unless `batch` is given), the config
+    and `card` in its metadata. Written beside `out`, checked by `check_onnx`, then moved to
+    `out`: a failed, interrupted or mismatched (OnnxMismatch: above TOLERANCE) export leaves
+    `out` as it was. Returns the check's largest difference.
 
-    The graph computes in float32. The network picks its 3x3 convolution with
-    `lax.platform_dependent`, which jax2onnx cannot lower, so it is traced on the CPU with
-    compile-time evaluation: the CPU form (ONNX `Conv` nodes) is exported, same parameters.
+    The network picks its 3x3 convolution with `lax.platform_dependent`, which jax2onnx cannot
+    lower, so it is traced on the CPU with compile-time evaluation (ONNX `Conv` nodes).
     """
     out = pathlib.Path(out)
     check_suffix(out, ".onnx")
@@ -105,8 +103,7 @@ def export_onnx(
     if card is not None:
         metadata["azjax_card"] = json.dumps(card)
     for key, value in metadata.items():
-        entry = model.metadata_props.add()
-        entry.key, entry.value = key, value
+        model.metadata_props.add(key=key, value=value)
     unchecked = out.with_name(f"{out.name.removesuffix('.onnx')}.unchecked.onnx")
     try:
         write_atomically(unchecked, model.SerializeToString())
@@ -130,8 +127,7 @@ def check_onnx(
     path: str | pathlib.Path, config: Config, params: Any, positions: int = 64, seed: int = 0
 ) -> float:
     """The largest absolute difference between onnxruntime's outputs for the ONNX model at
-    `path` and the network's, over random 0/1 observations (`positions` of them, or the
-    model's fixed batch size)."""
+    `path` and the network's, on `positions` random 0/1 observations (or its fixed batch)."""
     import onnxruntime  # optional (the export extra)
 
     game, network = _float32_network(config)
