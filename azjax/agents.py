@@ -48,6 +48,9 @@ class Agent:
         check_unbatched(state, f"agent {self.name}".rstrip())
         return self.fn(self.params, state, key)
 
+    def __repr__(self) -> str:  # the name, not every weight of the network
+        return f"Agent({self.name!r}{_weights(self.params)})"
+
 
 class _Label:
     """An agent's name in its pytree structure, equal to every other so that a name (a
@@ -358,6 +361,17 @@ class Analysis:
     def __call__(self, state: State, key: Array) -> tuple[Array, Array]:
         check_unbatched(state, "an analysis")
         return self.fn(self.params, state, key)
+
+    def __repr__(self) -> str:  # not every weight of the network
+        kind = "pure MCTS" if self.params is None else "a network's search"
+        return f"Analysis({kind}{_weights(self.params)})"
+
+
+def _weights(params: Any) -> str:
+    """ ", 12,345 weights" of a network's parameters; "" for none."""
+    if params is None:
+        return ""
+    return f", {sum(x.size for x in jax.tree.leaves(params)):,} weights"
 
 
 @functools.cache

@@ -4,6 +4,7 @@ rules, MCTS, spec parsing, every kind jittable and vmappable, and azjax-eval --l
 from __future__ import annotations
 
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -276,8 +277,15 @@ def test_an_untrained_looking_checkpoint_is_played_with_a_warning(tiny_run, tmp_
 def test_analysis_of_a_network_and_of_pure_mcts(tiny_run):
     game = games.make("tictactoe")
     state = game.step(game.init(jax.random.key(0)), 4)
-    policy, value = agents.analysis(game, f"search:{tiny_run}")(state, jax.random.key(13))
+    searched = agents.analysis(game, f"search:{tiny_run}")
+    policy, value = searched(state, jax.random.key(13))
     assert np.asarray(policy)[4] == 0 and float(np.sum(policy)) == pytest.approx(1, abs=1e-5)
+    # printed, the analysis and an agent name what they are, not every weight of the net
+    assert re.fullmatch(r"Analysis\(a network's search, [\d,]+ weights\)", repr(searched))
+    assert re.fullmatch(
+        rf"Agent\('search:{re.escape(str(tiny_run))}@\d+', [\d,]+ weights\)",
+        repr(agents.make(f"search:{tiny_run}", game)),
+    )
     assert -1.0 <= float(value) <= 1.0
     state = game.init(jax.random.key(0))
     for a in (0, 3, 1, 4):  # X threatens 2, O threatens 5; X to move wins at 2
