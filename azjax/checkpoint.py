@@ -152,7 +152,8 @@ def read_meta(workdir: str | pathlib.Path, step: int) -> dict:
         raise _damaged(workdir, step, "meta", err) from None
 
 
-def _pick_step(workdir: str | pathlib.Path, step: int | None) -> int:
+def pick_step(workdir: str | pathlib.Path, step: int | None) -> int:
+    """`step`, or the newest when None; CheckpointError when `workdir` has no such checkpoint."""
     steps = list_steps(workdir)
     if not steps:
         raise CheckpointError(
@@ -170,13 +171,12 @@ def _pick_step(workdir: str | pathlib.Path, step: int | None) -> int:
 def read_config(workdir: str | pathlib.Path, step: int | None = None) -> Config:
     """The resolved config a checkpoint of `workdir` was trained with (the newest when `step` is
     None); CheckpointError when there is none or it is unusable."""
-    step = _pick_step(workdir, step)
+    step = pick_step(workdir, step)
     try:
         return config_from_dict(read_meta(workdir, step)["config"])
     except ConfigError as err:
-        raise CheckpointError(
-            f"checkpoint {step} in {workdir} has an unusable config: {err}"
-        ) from None
+        message = f"checkpoint {step} in {workdir} has an unusable config: {err}"
+        raise CheckpointError(message) from None
 
 
 def abstract_params(config: Config) -> Any:
@@ -188,7 +188,7 @@ def abstract_params(config: Config) -> Any:
 
 def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, Any]:
     """The config and network parameters saved in `workdir` (the newest when `step` is None)."""
-    step = _pick_step(workdir, step)
+    step = pick_step(workdir, step)
     config = read_config(workdir, step)
     here = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # whatever devices trained it
     abstract = jax.tree.map(
@@ -260,7 +260,7 @@ class Checkpointer:
         """(iteration, params, state) of checkpoint `step` (the newest when None), placed with
         the shardings of the abstract arrays; CheckpointError when incompatible with `config`
         or damaged."""
-        step = _pick_step(self.workdir, step)
+        step = pick_step(self.workdir, step)
         meta = self.check(
             config, step, signature({"params": abstract_params, "state": abstract_state})
         )
@@ -321,20 +321,6 @@ class WorkdirInUse(RuntimeError):
 LOCK_FILE = "azjax.lock"
 
 
-def prepare_workdir(workdir: str | pathlib.Path) -> pathlib.Path:
-    """Create `workdir` if needed; WorkdirError unless it is a directory, WriteFailure when
-    the disk fails to give it."""
-    workdir = pathlib.Path(workdir)
-    try:
-        workdir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise WorkdirError(f"workdir {workdir} is a file, expected a directory") from None
-    except OSError as err:
-        message = f"cannot create workdir {workdir}: {err.strerror or err}"
-        raise write_error(message, err, WorkdirError) from None
-    return workdir
-
-
 class WorkdirLock:
     """`with WorkdirLock(workdir):` holds `workdir/azjax.lock`, naming this process and host.
 
@@ -343,7 +329,16 @@ class WorkdirLock:
     process 0 holds it."""
 
     def __init__(self, workdir: str | pathlib.Path) -> None:
-        self.workdir = prepare_workdir(workdir)
+        """Create `workdir` if needed: WorkdirError unless it is a directory, WriteFailure when
+        the disk fails to give it."""
+        self.workdir = pathlib.Path(workdir)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise WorkdirError(f"workdir {workdir} is a file, expected a directory") from None
+        except OSError as err:
+            message = f"cannot create workdir {workdir}: {err.strerror or err}"
+            raise write_error(message, err, WorkdirError) from None
         self.path = self.workdir / LOCK_FILE
         self.owner = {"pid": os.getpid(), "host": socket.gethostname()}
         self.held = False

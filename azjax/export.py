@@ -194,8 +194,7 @@ def export_run(
     given, else with the run's evaluation simulations."""
     workdir, out = pathlib.Path(workdir), pathlib.Path(out)
     check_suffix(out, SUFFIX)
-    if step is None:  # the newest; None: load_for_inference names the empty run
-        step = (checkpoint.list_steps(workdir) or [None])[-1]
+    step = checkpoint.pick_step(workdir, step)
     config, params = checkpoint.load_for_inference(str(workdir), step)
     if simulations is not None:
         config = _playing(config, simulations)

@@ -109,9 +109,8 @@ def load(text: str, game: Game | None = None, config: Config | None = None) -> M
     `check` against `game` or a run's `config` when given; ValueError naming what is wrong."""
     source = parse_source(text)
     if source.kind == "run":
-        path, step = run_directory(source), source.step
-        if step is None:  # the newest; None: load_for_inference names the empty run
-            step = (checkpoint.list_steps(path) or [None])[-1]
+        path = run_directory(source)
+        step = checkpoint.pick_step(path, source.step)
         trained, params = checkpoint.load_for_inference(path, step)
         card, name = None, f"{path}@{step}"
     else:
