@@ -4,6 +4,7 @@ strength figures, and ONNX through jax2onnx checked against JAX with onnxruntime
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import os
 import pathlib
@@ -47,43 +48,23 @@ def test_model_file_round_trip_and_card(run, tmp_path, capsys):
     want_config, want_params = checkpoint.load_for_inference(str(run), 2)
     assert config_to_dict(config) == config_to_dict(want_config)
     jax.tree.map(np.testing.assert_array_equal, params, want_params)
+    network = {"blocks": 0, "channels": 4, "head_channels": 8, "dtype": "float32"}
     assert card == {
-        "name": "ttt",
-        "game": {"name": "tictactoe", "kwargs": {}},
-        "network": {
-            "blocks": 0,
-            "channels": 4,
-            "head_channels": 8,
-            "dtype": "float32",
-        },
+        **{"name": "ttt", "game": {"name": "tictactoe", "kwargs": {}}, "network": network},
         "parameters": sum(x.size for x in jax.tree.leaves(params)),
         "search": {"algorithm": "gumbel", "simulations": 4},
-        "iteration": 2,
-        "positions_seen": 150,
-        "wall_clock_minutes": 1.25,
-        "command": None,
-        "device": "2 CPU cores",
-        "azjax_version": card["azjax_version"],
-        "storage_dtype": "float32",
-        "strength": {},
+        **{"iteration": 2, "positions_seen": 150, "wall_clock_minutes": 1.25, "command": None},
+        **{"device": "2 CPU cores", "azjax_version": card["azjax_version"]},
+        **{"storage_dtype": "float32", "strength": {}},
     }
-    assert json.loads(card_path(out).read_text()) == card  # NAME.card.json
-    assert card_path(out).name == "ttt.card.json"
+    assert json.loads((tmp_path / "ttt.card.json").read_text()) == card
 
     assert main([str(run), "--step", "1", "--out", str(tmp_path / "one.azjax")]) == 0
     _, params_1, card_1 = export.load_model(tmp_path / "one.azjax")
     assert card_1["iteration"] == 1 and card_1["positions_seen"] == 100
     jax.tree.map(np.testing.assert_array_equal, params_1, checkpoint.load_for_inference(run, 1)[1])
-
-
-def test_run_figures_are_unknown_before_the_first_logged_iteration(tmp_path):
-    """Positions seen and minutes come from metrics.jsonl up to the step; none known: None."""
-    record = {"iteration": 3, "replay/added": 10, "elapsed_minutes": 1.5}
-    (tmp_path / "metrics.jsonl").write_text(json.dumps(record) + "\n")
-    assert run_figures(tmp_path, 3) == {"positions_seen": 10, "wall_clock_minutes": 1.5}
-    unknown = {"positions_seen": None, "wall_clock_minutes": None}
-    assert run_figures(tmp_path, 2) == unknown
-    assert run_figures(tmp_path / "elsewhere", 3) == unknown  # no metrics.jsonl
+    unknown = {"positions_seen": None, "wall_clock_minutes": None}  # before any logged iteration
+    assert run_figures(run, 0) == unknown == run_figures(tmp_path, 2)  # or no metrics.jsonl
 
 
 def test_bfloat16_storage_loads_back_as_float32(run, tmp_path):
@@ -99,59 +80,34 @@ def test_bfloat16_storage_loads_back_as_float32(run, tmp_path):
         np.testing.assert_allclose(got, exact, rtol=2**-8, atol=0)
 
 
-def _rewrite(path, **entries):
-    data = msgpack.unpackb(path.read_bytes())
-    path.write_bytes(msgpack.packb({**data, **entries}))
-
-
 def test_unreadable_model_files_are_named(run, tmp_path):
     good = tmp_path / "good.azjax"
     export.export_run(run, good)
-    cases = {
-        "missing.azjax": (None, "cannot read model"),
-        "text.azjax": (b"hello", "not an azjax model file"),
-        "other.azjax": (msgpack.packb({"format": "something"}), "expected format 'azjax-model'"),
-    }
-    for name, (data, message) in cases.items():
-        if data is not None:
-            (tmp_path / name).write_bytes(data)
-        with pytest.raises(export.ModelError, match=message):
-            export.load_model(tmp_path / name)
-    future = tmp_path / "future.azjax"
-    future.write_bytes(good.read_bytes())
-    _rewrite(future, version=2)
-    with pytest.raises(export.ModelError, match="format version 2; this azjax reads 1"):
-        export.load_model(future)
-    wider = tmp_path / "wider.azjax"
-    wider.write_bytes(good.read_bytes())
-    config = json.loads(msgpack.unpackb(good.read_bytes())["config"])
-    config["network"]["channels"] = 8
-    _rewrite(wider, config=json.dumps(config))
-    with pytest.raises(export.ModelError) as refused:  # the first parameter that differs
-        export.load_model(wider)
-    assert str(refused.value) == (
-        f"{wider}: parameter ['params']['Dense_1']['kernel'] has shape (4, 8), but the network "
-        "in its config needs (8, 8)"
-    )
-    # One damaged entry at a time, each named.
     entries = msgpack.unpackb(good.read_bytes())
-    damaged = [
-        (
-            {k: v for k, v in entries.items() if k not in ("params", "card")},
-            "is damaged: no card, params",
-        ),
+    config = json.loads(entries["config"])
+    config["network"]["channels"] = 8
+    wider = re.escape(  # the first parameter that differs
+        "parameter ['params']['Dense_1']['kernel'] has shape (4, 8), but the network in its "
+        "config needs (8, 8)"
+    )
+    bad = tmp_path / "bad.azjax"
+    for data, message in [
+        (b"hello", "not an azjax model file"),
+        ({"format": "something"}, "expected format 'azjax-model'"),
+        ({**entries, "version": 2}, "format version 2; this azjax reads 1"),
+        ({**entries, "config": json.dumps(config)}, wider),
+        ({k: v for k, v in entries.items() if k not in ("params", "card")}, "is damaged: no card"),
         ({k: v for k, v in entries.items() if k != "dtype"}, "is damaged: no dtype"),
         ({**entries, "card": "{"}, "has a damaged card"),
         ({**entries, "config": "not json"}, "has an unusable config"),
-        ({**entries, "config": json.dumps({"size": 3})}, "has an unusable config"),
         ({**entries, "params": b"\x00\x01garbage"}, "has damaged parameters"),
-    ]
-    bad = tmp_path / "damaged.azjax"
-    for data, message in damaged:
-        bad.write_bytes(msgpack.packb(data))
-        with pytest.raises(export.ModelError, match=f"{bad} {message}"):
+    ]:
+        bad.write_bytes(data if isinstance(data, bytes) else msgpack.packb(data))
+        with pytest.raises(export.ModelError, match=f"{bad}.*{message}"):
             export.load_model(bad)
-    _rewrite(bad, **{**entries, "continuation": b"not zlib"})
+    with pytest.raises(export.ModelError, match="cannot read model"):
+        export.load_model(tmp_path / "missing.azjax")
+    bad.write_bytes(msgpack.packb({**entries, "continuation": b"not zlib"}))
     with pytest.raises(export.ModelError, match=rf"{bad} has a damaged run snapshot \(error\)"):
         export.read_snapshot(bad)
 
@@ -173,6 +129,9 @@ REFUSALS = [
     (["MODEL", "--card-only", "--resumable", "10"], "--resumable is for a model file"),
     (["MODEL", "--format", "onnx", "--out", "m.onnx", "--resumable", "10"], "--resumable is"),
     (["MODEL", "--card-only", "--strength", "EMPTY"], "--strength EMPTY: not a readable JSON"),
+    (["MODEL", "--card-only", "--strength", "bad/x.json"], "x.json: not an azjax-eval --json"),
+    (["MODEL", "--card-only", "--strength", "bad/list.json"], "list.json: not an azjax-eval"),
+    (["MODEL", "--card-only", "--strength", "bad/flat.json"], "flat.json: not an azjax-eval"),
     (
         ["zoo:m0", "--card-only", "--device", "1 GPU"],
         "would rewrite the card of the installed zoo model zoo:m0",
@@ -193,6 +152,10 @@ def test_command_line_refusals(run, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(zoo.ENV, str(tmp_path))  # zoo:m0 is MODEL
     (tmp_path / "EMPTY").mkdir()
+    (tmp_path / "bad").mkdir()
+    wrong = {"x.json": {"not": "an eval"}, "list.json": [1, 2], "flat.json": {"match": 0.5}}
+    for name, data in wrong.items():
+        (tmp_path / "bad" / name).write_text(json.dumps(data))
     export.export_run(run, tmp_path / "m0.azjax")
     card = card_path(tmp_path / "m0.azjax").read_text()
     names = {"RUN": str(run), "MODEL": "m0.azjax"}
@@ -200,8 +163,10 @@ def test_command_line_refusals(run, tmp_path, capsys, monkeypatch):
         assert main([names.get(a, a) for a in args]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("azjax-export: ") and message in err, (args, err)
-        assert err.count("\n") == 1 and card_path(tmp_path / "m0.azjax").read_text() == card
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["EMPTY", "m0.azjax", "m0.card.json"]
+        assert err.count("\n") == 1 and "None" not in err, (args, err)
+        assert card_path(tmp_path / "m0.azjax").read_text() == card
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["EMPTY", "bad", "m0.azjax", "m0.card.json"]
 
 
 def test_the_library_refuses_what_the_command_line_cannot_pass(run, tmp_path):
@@ -246,88 +211,71 @@ def test_a_write_cut_short_leaves_nothing_behind(tmp_path, monkeypatch, error):
 def test_strength_figures_from_azjax_eval_results(run, tmp_path, capsys):
     model = tmp_path / "ttt.azjax"
     export.export_run(run, model)
-    match = {
-        "game": "tictactoe",
-        "match": {
-            **{"a": "zoo:ttt", "b": "alphabeta:9", "games": 40, "wins": 0, "draws": 30},
-            **{"losses": 10, "score": 0.375, "ci95": [0.25, 0.5], "elo_difference": -88.7},
-            "distinct_games": 12,
-        },
-    }
-    solver = {
-        "game": "tictactoe",
-        "agent": "zoo:ttt",
-        "accuracy": {"positions": 300, "best_move": 0.9, "keeps_result": 0.95, "by_phase": {}},
-    }
+    figures = {"games": 40, "distinct_games": 12, "wins": 0, "draws": 30, "losses": 10}
+    figures |= {"score": 0.375, "ci95": [0.25, 0.5]}
+    played = {"a": "zoo:ttt", "b": "alphabeta:9", "elo_difference": -88.7, **figures}
+    accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
+    solver = {"game": "tictactoe", "agent": "zoo:ttt", "accuracy": {**accuracy, "by_phase": {}}}
     pons = {  # the headline names the group with the most mistakes
         "end-easy": {"positions": 4, "mistakes": 0, "mistake_rate": 0.0, "ci95": [0, 1]},
         "begin-hard": {"positions": 4, "mistakes": 1, "mistake_rate": 0.25, "ci95": [0, 1]},
-        "middle-easy": {"positions": 4, "mistakes": 0, "mistake_rate": 0.0, "ci95": [0, 1]},
     }
-    # The same opponent with openings, and the raw policy: entries of their own, not overwritten.
-    opened = {"game": "tictactoe", "match": {**match["match"], "opening_moves": 2}}
-    policy = {"game": "tictactoe", "match": {**match["match"], "a": "policy-zoo:ttt"}}
-    raw = {**solver, "agent": "policy-zoo:ttt", "pons": pons}
-    files = {"match": match, "opened": opened, "policy": policy, "solver": solver, "raw": raw}
+    # The same opponent with openings, and the raw policy: entries of their own.
+    files = [
+        {"game": "tictactoe", "match": played},
+        {"game": "tictactoe", "match": {**played, "opening_moves": 2}},
+        {"game": "tictactoe", "match": {**played, "a": "policy-zoo:ttt"}},
+        solver,
+        {**solver, "agent": "policy-zoo:ttt", "pons": pons},
+    ]
     args = ["--card-only", str(model)]
-    for name, data in files.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(data))
-        args += ["--strength", str(tmp_path / f"{name}.json")]
+    for i, data in enumerate(files):
+        (tmp_path / f"{i}.json").write_text(json.dumps(data))
+        args += ["--strength", str(tmp_path / f"{i}.json")]
     assert main(args) == 0
-    # The headline: the default agent's figures, then the raw policy's.
-    printed = capsys.readouterr().out.strip()
-    assert printed.endswith(
-        ": vs alphabeta:9 37.5% of 40; vs alphabeta:9 37.5% of 40, 2 opening plies; "
-        "solver best move 90.0%, result kept 95.0%; policy vs alphabeta:9 37.5% of 40; "
-        "policy solver best move 90.0%, result kept 95.0%, Pons begin-hard 25.0% mistakes"
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(  # the default agent's, then the policy's
+            ": vs alphabeta:9 37.5% of 40; vs alphabeta:9 37.5% of 40, 2 opening plies; "
+            "solver best move 90.0%, result kept 95.0%; policy vs alphabeta:9 37.5% of 40; "
+            "policy solver best move 90.0%, result kept 95.0%, Pons begin-hard 25.0% mistakes"
+        )
     )
     card = export.read_card(model)
-    accuracy = {"positions": 300, "best_move": 0.9, "keeps_result": 0.95}
-    figures = {"games": 40, "distinct_games": 12, "wins": 0, "draws": 30, "losses": 10}
-    figures |= {"score": 0.375, "ci95": [0.25, 0.5]}
     assert card["strength"] == {
         "zoo:ttt vs alphabeta:9": {"agent": "zoo:ttt", "opening_moves": 0, **figures},
         "zoo:ttt vs alphabeta:9, 2 random opening plies": {
-            **{"agent": "zoo:ttt", "opening_moves": 2},
-            **figures,
+            **{"agent": "zoo:ttt", "opening_moves": 2, **figures}
         },
-        "policy-zoo:ttt vs alphabeta:9": {
-            **{"agent": "policy-zoo:ttt", "opening_moves": 0},
-            **figures,
-        },
+        "policy-zoo:ttt vs alphabeta:9": {"agent": "policy-zoo:ttt", "opening_moves": 0, **figures},
         "zoo:ttt on the solver positions": {"agent": "zoo:ttt", **accuracy},
         "policy-zoo:ttt on the solver positions": {
-            **{"agent": "policy-zoo:ttt", **accuracy},
-            "pons": pons,
+            **{"agent": "policy-zoo:ttt", **accuracy, "pons": pons}
         },
     }
-    assert json.loads(card_path(model).read_text()) == card
     export.load_model(model)  # the parameters are untouched
-
     card_path(model).unlink()  # --card-only alone writes the card beside the model again
-    assert main(["--card-only", str(model)]) == 0
-    assert json.loads(card_path(model).read_text()) == card
     assert main(["--card-only", str(model), "--command", "azjax-train x", "--device", "1 GPU"]) == 0
     card = {**card, "command": "azjax-train x", "device": "1 GPU"}  # only these change
-    assert export.read_card(model) == card
-    assert json.loads(card_path(model).read_text()) == card
-
-    with pytest.raises(export.ModelError, match="figures are for 'connect4'"):
-        export.record_strength(model, {**match, "game": "connect4"})
-    with pytest.raises(export.ModelError, match="expected an azjax-eval --json result"):
-        export.record_strength(model, {"game": "tictactoe", "elo": {}})
-    stopped = {"interrupted": True, "positions": 128, "planned_positions": 300}
-    with pytest.raises(export.ModelError, match="interrupted after 128 of 300 positions"):
-        export.record_strength(model, {**solver, **stopped})  # a biased part of the set
+    assert export.read_card(model) == card == json.loads(card_path(model).read_text())
+    stopped = {**solver, "interrupted": True, "positions": 128, "planned_positions": 300}
+    for data, message in [
+        ({"game": "connect4", "match": played}, "figures are for 'connect4'"),
+        ({"game": "tictactoe", "elo": {}}, "expected an azjax-eval --json result"),
+        (stopped, "interrupted after 128 of 300 positions"),  # a biased part of the set
+    ]:
+        with pytest.raises(export.ModelError, match=message):
+            export.record_strength(model, data)
     assert export.read_card(model) == card
 
 
 def test_default_simulations(run, tmp_path, capsys):
+    """--simulations sets what zoo:NAME plays with; a new default renames the old figures."""
     model = tmp_path / "ttt.azjax"
     assert main([str(run), "--out", str(model), "--simulations", "9"]) == 0
     config, _, card = export.load_model(model)
-    assert card["search"]["simulations"] == 9
-    assert config.eval.num_simulations == 9  # what zoo:ttt plays with
+    assert card["search"]["simulations"] == config.eval.num_simulations == 9
     figures = {"games": 4, "distinct_games": 4, "wins": 4, "draws": 0, "losses": 0}
     figures |= {"score": 1.0, "ci95": [0.4, 1.0]}
     for agent in ("zoo:ttt", "zoo:ttt:64", "policy-zoo:ttt"):
@@ -336,45 +284,28 @@ def test_default_simulations(run, tmp_path, capsys):
     before = export.read_card(model)
     assert main(["--card-only", str(model), "--simulations", "9"]) == 0
     assert export.read_card(model) == before  # the default it has: no figure renamed
-
     assert main(["--card-only", str(model), "--simulations", "16"]) == 0
     config, _, card = export.load_model(model)
-    assert config.eval.num_simulations == 16
-    assert card["search"]["simulations"] == 16
-    # The figures earned at the old default now name it; the others keep their names.
+    assert card["search"]["simulations"] == config.eval.num_simulations == 16
+    opened = " vs random, 2 random opening plies"
     agents = {key: entry["agent"] for key, entry in card["strength"].items()}
-    assert agents == {
-        "zoo:ttt:9 vs random, 2 random opening plies": "zoo:ttt:9",
-        "zoo:ttt:64 vs random, 2 random opening plies": "zoo:ttt:64",
-        "policy-zoo:ttt vs random, 2 random opening plies": "policy-zoo:ttt",
-    }
+    assert agents == {f"{a}{opened}": a for a in ("zoo:ttt:9", "zoo:ttt:64", "policy-zoo:ttt")}
     assert json.loads(card_path(model).read_text()) == card
     assert headline(card) == (  # zoo:ttt now has no figures; the others are counted
         "policy vs random 100.0% of 4, 2 opening plies; 2 more in the card"
     )
-
     capsys.readouterr()
     assert main(["--card-only", str(model), "--simulations", "0"]) == 2
     assert "--simulations must be in [1, 100000] simulations, got 0" in capsys.readouterr().err
-    assert main([str(model), "--format", "onnx", "--out", "m.onnx", "--simulations", "4"]) == 2
-    assert "--simulations is for a model file" in capsys.readouterr().err
 
 
 def _onnx_available() -> None:
-    missing = [m for m in ("jax2onnx", "onnxruntime") if not _importable(m)]
+    missing = [m for m in ("jax2onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
     if missing:
         reason = f"{', '.join(missing)} not installed (make test installs them)"
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but {reason}")
         pytest.skip(reason)
-
-
-def _importable(module: str) -> bool:
-    try:
-        __import__(module)
-    except ImportError:
-        return False
-    return True
 
 
 def test_onnx_outputs_match_jax(run, tmp_path, capsys):
@@ -389,10 +320,7 @@ def test_onnx_outputs_match_jax(run, tmp_path, capsys):
     params = init_params(make_network(game, config.network), game, jax.random.key(3))
     out = tmp_path / "net.onnx"
     onnx_export.export_onnx(config, params, out, card={"name": "net"})
-    difference = onnx_export.check_onnx(out, config, params, positions=32)
-    with capsys.disabled():
-        print(f"\nONNX vs JAX (1x4 net, symbolic batch): max abs difference {difference:.2e}")
-    assert difference < 1e-5
+    assert onnx_export.check_onnx(out, config, params, positions=32) < 1e-5
     # The check compares both outputs: a network whose value alone differs is told apart.
     value_bias = ("params", "Dense_4", "bias")  # the value head's last layer, its one bias
     shifted = jax.tree_util.tree_map_with_path(
@@ -481,18 +409,6 @@ def test_reexport_refuses_to_overwrite_a_model_without_force(run, tmp_path, caps
     assert export.read_card(model) == card  # the filed figures survive
     assert main([str(run), "--out", str(model), "--force"]) == 0
     assert not export.read_card(model)["strength"]  # forced: a fresh card
-
-
-def test_strength_file_of_the_wrong_shape_is_named(run, tmp_path, capsys):
-    model = tmp_path / "ttt.azjax"
-    export.export_run(run, model)
-    wrong = {"x.json": {"not": "an eval"}, "list.json": [1, 2], "flat.json": {"match": 0.5}}
-    for name, data in wrong.items():
-        (tmp_path / name).write_text(json.dumps(data))
-        assert main(["--card-only", str(model), "--strength", str(tmp_path / name)]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and name in err and "None" not in err, err
-        assert "not an azjax-eval --json result" in err, err
 
 
 def test_onnx_without_its_extra_says_where_the_steps_are(monkeypatch, tmp_path):

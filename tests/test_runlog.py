@@ -71,34 +71,18 @@ def test_scalars_are_python_numbers_and_lists():
     assert {k: type(v) for k, v in record.items()} == {"loss": float, "steps": int, "lengths": list}
 
 
-@pytest.mark.parametrize(
-    ("rate", "shown"),
-    [(812.4, "812"), (999.0, "999"), (1e3, "1k"), (12345.6, "12.3k"), (1e6, "1M"), (2.5e9, "2.5G")],
-)
-def test_the_bar_shows_evaluations_per_second_in_three_figures(rate, shown):
-    record = {"positions_per_second": 99.6, "evaluations_per_second": rate}
-    assert postfix(record) == {"pos/s": "100", "eval/s": shown}
-
-
-def test_the_bar_shows_the_loss_once_trained_and_each_opponents_score():
-    record = {
-        "train/trained": True,
-        "train/loss": 1.23456,
-        "train/value_std": 0.456,
-        "positions_per_second": 10.0,
-        "evaluations_per_second": 20.0,
-        "eval/random/win_rate": 0.875,
-        "eval/random/score": 0.9,
-        "eval/mcts/score": 0.5,
-    }
+def test_the_bar_shows_the_loss_rates_in_three_figures_and_each_opponents_score():
+    record = {"train/trained": True, "train/loss": 1.23456, "train/value_std": 0.456}
+    record |= {"positions_per_second": 99.6, "evaluations_per_second": 20.0}
+    record |= {"eval/random/win_rate": 0.875, "eval/random/score": 0.9, "eval/mcts/score": 0.5}
     assert postfix(record) == {
-        "loss": "1.235",
-        "v_std": "0.46",
-        "pos/s": "10",
-        "eval/s": "20",
-        "random": "90%",
-        "mcts": "50%",
+        **{"loss": "1.235", "v_std": "0.46", "pos/s": "100", "eval/s": "20"},
+        **{"random": "90%", "mcts": "50%"},
     }
+    rates = [812.4, 999.0, 1e3, 12345.6, 1e6, 2.5e9]
+    shown = [postfix({**record, "evaluations_per_second": r})["eval/s"] for r in rates]
+    assert shown == ["812", "999", "1k", "12.3k", "1M", "2.5G"]
+    assert [postfix({**record, "health/ok": ok})["health"] for ok in (True, False)] == ["ok", "BAD"]
 
 
 def test_the_evaluation_line_names_each_opponent_as_given_and_scores_draws_as_half():
