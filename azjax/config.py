@@ -275,14 +275,12 @@ def config_from_dict(data: Mapping[str, Any], check: bool = True) -> Config:
 def _build(cls: type, data: Any, prefix: str) -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)  # every field's type, in the fields' order
     where = f"{prefix}." if prefix else ""
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
+    if unknown := sorted(set(data) - set(hints)):
         raise ConfigError(
             f"unknown key {where}{unknown[0]}; known keys{' of ' + prefix if prefix else ''}: "
-            f"{', '.join(fields)}"
+            f"{', '.join(hints)}"
         )
     values = {name: _convert(hints[name], data[name], where + name) for name in data}
     try:
@@ -356,21 +354,17 @@ def _read_yaml(path: pathlib.Path, seen: tuple[pathlib.Path, ...] = ()) -> dict:
         data = yaml.safe_load(path.read_text()) or {}
     except OSError as err:
         raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path} is not valid YAML: {_yaml_problem(err)}") from None
+    except yaml.YAMLError as err:  # told in one line (PyYAML's own text spans several)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        if mark := getattr(err, "problem_mark", None):
+            problem += f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise ConfigError(f"{path} is not valid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     base = data.pop("base", None)
     if base is None:
         return data
     return _merge(_read_yaml((path.parent / base).resolve(), (*seen, path)), data)
-
-
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    """A YAML error in one line: what is wrong and where (PyYAML's own text spans several)."""
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-    mark = getattr(err, "problem_mark", None)
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
 
 
 def _merge(base: dict, top: Mapping) -> dict:

@@ -79,11 +79,9 @@ def write_atomically(path: pathlib.Path, data: bytes) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
         raise write_error(f"cannot write {path}: {err.strerror}", err, ModelError) from None
-    except BaseException:  # Ctrl-C
+    finally:  # what a failure or Ctrl-C left (nothing once renamed)
         tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_card(path: PathLike, card: Mapping[str, Any] | None = None) -> Card:

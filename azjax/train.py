@@ -378,10 +378,7 @@ def evaluate(
         result = arena.match(
             trainer.game, player, opponent, num_games, key_i, opening_moves=plies, progress=progress
         )
-        name = metrics_name(spec)
-        out[f"eval/{name}/score"] = float(result.score)
-        out[f"eval/{name}/win_rate"] = result.wins / result.games
-        out[f"eval/{name}/wins"] = int(result.wins)
-        out[f"eval/{name}/draws"] = int(result.draws)
-        out[f"eval/{name}/losses"] = int(result.losses)
+        figures = {"score": float(result.score), "win_rate": result.wins / result.games}
+        figures |= {k: int(getattr(result, k)) for k in ("wins", "draws", "losses")}
+        out |= {f"eval/{metrics_name(spec)}/{k}": v for k, v in figures.items()}
     return out
