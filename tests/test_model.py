@@ -123,44 +123,32 @@ def test_bad_sources_are_named(sources, tmp_path, text, message):
         model.load(text.replace("EMPTY", str(tmp_path / "EMPTY")))
 
 
-@pytest.mark.parametrize(
-    ("spec", "message"),
-    [
+def test_spec_numbers_are_bounded_where_parsed():
+    for spec, message in [
         ("zoo:tictactoe:3000000000", "zoo needs SIMS <= 100000, got 3000000000"),
         ("mcts:100001", "mcts needs SIMS <= 100000"),
         ("search:runs/x:0", "search needs a positive integer SIMS"),
         ("alphabeta:65", "alphabeta needs DEPTH <= 64"),
         ("policy:runs/x@99999999999", "policy needs STEP <= 2147483647"),
         # not integers: named as the STEP or SIMS they stand for, not taken into the path
-        ("search:runs/x@abc", "search needs an integer >= 0 STEP, got 'abc'"),
-        ("search:runs/x:abc", "search needs a positive integer SIMS, got 'abc'"),
         ("search:runs/x@abc:8", "search needs an integer >= 0 STEP, got 'abc'"),
         ("search:runs/x@", "search needs an integer >= 0 STEP, got ''"),
-        ("policy:runs/x@1.5", "policy needs an integer >= 0 STEP, got '1.5'"),
         ("zoo:tictactoe:abc", "zoo needs a positive integer SIMS, got 'abc'"),
+        ("alphabeta:x", "alphabeta needs a positive integer DEPTH, got 'x'"),
         # policy and policy-zoo take no SIMS: a trailing :N is refused, not taken into the name
         ("policy-zoo:tictactoe:8", "policy-zoo takes no SIMS, got 8; zoo:tictactoe:8 searches"),
-        ("policy:runs/x@3:8", "policy takes no SIMS, got 8; search:runs/x@3:8 searches"),
         ("policy:zoo:ttt:8", "policy takes no SIMS, got 8; search:zoo:ttt:8 searches"),
         ("policy:x.azjax:abc", "policy takes no SIMS, got 'abc' after the last ':'"),
-        ("policy-zoo:tictactoe:", "policy-zoo takes no SIMS, got '' after the last ':'"),
-        ("mcts:many", "mcts needs a positive integer SIMS, got 'many'"),
-        ("alphabeta:x", "alphabeta needs a positive integer DEPTH, got 'x'"),
-    ],
-)
-def test_spec_numbers_are_bounded_where_parsed(spec, message):
-    with pytest.raises(ValueError, match=message):
-        specs.parse_spec(spec)
+    ]:
+        with pytest.raises(ValueError, match=message):
+            specs.parse_spec(spec)
     assert specs.parse_spec("mcts:100000").number == specs.MAX_SIMULATIONS
-    assert specs.parse_spec("policy:runs/x@0").step == 0
     assert specs.parse_spec("search:runs/a@b:c/x:8") == specs.Spec("search", 8, "runs/a@b:c/x")
     # a zoo SOURCE's colon is not a SIMS one
     assert specs.parse_spec("policy:zoo:ttt").source == "zoo:ttt"
-    assert specs.parse_spec("search:zoo:ttt") == specs.Spec("search", None, "zoo:ttt")
     assert specs.parse_spec("search:zoo:ttt:8") == specs.Spec("search", 8, "zoo:ttt")
     with pytest.raises(ValueError, match="@STEP needs an integer >= 0 STEP, got 'abc'"):
         specs.parse_source("runs/x@abc")
-    assert specs.parse_source("runs/a@b/x") == specs.Source("run", "runs/a@b/x")
 
 
 def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp_path, capsys):
@@ -228,35 +216,16 @@ def test_zoo_models_play_the_moves_recorded_before_the_door(monkeypatch):
         assert played == want, name
 
 
-def test_an_agent_refuses_a_batch_of_states_clearly():
-    agent = agents.make("random", TTT)
-    states = jax.vmap(TTT.init)(jax.random.split(jax.random.key(0), 3))
-    with pytest.raises(ValueError, match=r"agent random takes one unbatched State, got a batch"):
-        agent(states, jax.random.key(1))
-    with pytest.raises(ValueError, match=r"of shape \(3,\): vmap it"):
-        jax.jit(agent.__call__)(states, jax.random.key(1))  # static shapes: refused under jit
-    keys = jax.random.split(jax.random.key(1), 3)
-    actions = jax.vmap(agent)(states, keys)
-    assert actions.shape == (3,)
-    with pytest.raises(ValueError, match="an analysis takes one unbatched State"):
-        agents.analysis(TTT, "random")(states, jax.random.key(1))
-
-
 # ----------------------------------------------------------------------------- commands
 
 
-def test_azjax_eval_takes_every_kind_of_source(sources, tmp_path):
+def test_azjax_eval_and_play_take_every_kind_of_source(sources, tmp_path, monkeypatch, capsys):
     for kind, text in sources.items():
         spec = text.replace("zoo:", "policy-zoo:") if kind == "zoo" else f"policy:{text}"
         out = tmp_path / f"{kind}.json"
         args = ["--a", spec, "--b", "random", "--games", "2", "--quiet", "--json", str(out)]
         assert evaluate.main(args) == 0, kind  # the game comes from the model
         assert json.loads(out.read_text())["game"] == "tictactoe"
-
-
-def test_azjax_play_takes_every_kind_of_source(sources, monkeypatch, capsys):
-    for kind, text in sources.items():
-        spec = text.replace("zoo:", "policy-zoo:") if kind == "zoo" else f"policy:{text}"
         moves = "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
         monkeypatch.setattr(sys, "stdin", io.StringIO(moves))
         play.main(["--game", "tictactoe", "--opponent", spec])
@@ -276,10 +245,9 @@ def test_azjax_serve_offers_runs_and_zoo_models(sources, folder):
 
 
 def test_azjax_export_takes_every_kind_of_source(sources, tmp_path, capsys):
-    for kind in ("run", "zoo"):  # every source reads as model.load reads it (above)
-        out = tmp_path / f"{kind}.onnx"
-        assert export_cli.main([sources[kind], "--format", "onnx", "--out", str(out)]) == 0
-        assert "onnxruntime matches JAX" in capsys.readouterr().out
+    out = tmp_path / "zoo.onnx"  # every source reads as model.load reads it (above)
+    assert export_cli.main([sources["zoo"], "--format", "onnx", "--out", str(out)]) == 0
+    assert "onnxruntime matches JAX" in capsys.readouterr().out
     run = sources["run"]
     twice = [f"{run}@1", "--step", "1", "--format", "onnx", "--out", str(tmp_path / "x.onnx")]
     assert export_cli.main(twice) == 2
