@@ -20,7 +20,7 @@ from azjax.train import gate, train_and_evaluate
 from azjax.trainer import make_trainer
 
 pytestmark = pytest.mark.xdist_group("train")
-GATED = [*TINY, "gate.every=1", "gate.games=4"]
+GATED = [*TINY, "gate.every=1", "gate.games=2"]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def trainer():
 def test_selfplay_plays_the_best_parameters_not_the_latest(trainer):
     state = trainer.init(jax.random.key(0))
     assert_trees_equal(state.best, state.params)
-    # Two states that differ only in their latest parameters play the same self-play games.
+    # States differing only in their latest parameters play the same self-play games.
     other = state.replace(
         params=jax.tree.map(lambda x: x + 1.0, state.params),
         best=jax.tree.map(jnp.copy, state.best),
@@ -51,15 +51,15 @@ def test_selfplay_plays_the_best_parameters_not_the_latest(trainer):
 def test_the_latest_replace_the_best_when_they_score_the_threshold(
     trainer, monkeypatch, wins, threshold, promoted
 ):
-    """The gate plays the latest parameters (the candidate, agent A) against the best and
-    promotes them when they score at least `gate.threshold`."""
+    """The gate plays the latest parameters (agent A) against the best, promoting them at
+    `gate.threshold`."""
     state = trainer.init(jax.random.key(3))
     state = state.replace(params=jax.tree.map(lambda x: x + 1.0, state.params))
     played = {}
 
     def match(game, a, b, num_games, key, opening_moves=0):
         played.update(a=a.params, b=b.params, games=num_games, openings=opening_moves)
-        return arena.MatchResult(wins, 0, num_games - wins, (wins, 0, 0), (0, 0, 0))
+        return arena.MatchResult(wins, 0, 4 - wins, (wins, 0, 0), (0, 0, 0))
 
     monkeypatch.setattr(arena, "match", match)
     config = dataclasses.replace(
@@ -69,7 +69,7 @@ def test_the_latest_replace_the_best_when_they_score_the_threshold(
     assert record == {"gate/score": 0.5, "gate/promoted": promoted}
     assert_trees_equal(played["a"], state.params)
     assert_trees_equal(played["b"], state.best)
-    assert (played["games"], played["openings"]) == (4, config.gate.opening_moves)
+    assert (played["games"], played["openings"]) == (2, config.gate.opening_moves)
     assert_trees_equal(after.best, state.params if promoted else state.best)
 
 
@@ -79,8 +79,7 @@ def test_gated_run_logs_the_gate_and_resumes(trainer, tmp_path):
         out = train_and_evaluate(config, tmp_path, progress=True)
     assert out["iteration"] == 2 and "gate/score" in out and out["gate/promoted"] in (0, 1)
     assert f"gate: {config.gate.games} games against the best]" in bars.getvalue()  # the wait
-    # As if stopped after iteration 1: the run resumes there and reaches the same state, the
-    # best parameters included.
+    # Stopped after iteration 1, it resumes to the same state, the best parameters included.
     with Checkpointer(tmp_path, 3) as checkpointer:
         _, straight = from_checkpoint(trainer, checkpointer)
     stop_after_first_iteration(tmp_path)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +19,7 @@ import optax
 import pytest
 from helpers import ROOT, TINY, stop_after_first_iteration
 
-from azjax import arena
+from azjax import arena, parallel, train
 from azjax.checkpoint import Checkpointer, list_steps, load_for_inference, read_config
 from azjax.config import ConfigError, load_config
 from azjax.loss import (
@@ -74,10 +75,11 @@ def records(workdir):
 
 @pytest.fixture(scope="module")
 def two_iterations(tmp_path_factory):
-    """(config, workdir, final result, (stdout, stderr)) of a tiny run of two iterations and a
-    final evaluation, with its progress bars."""
+    """(config, workdir, final result, (stdout, stderr)) of a tiny run of two iterations (half
+    the moves searched fast) and a final evaluation, with its progress bars."""
     workdir = tmp_path_factory.mktemp("two_iterations")
-    config = load_config(TICTACTOE, [*TINY, "eval.every=1", "eval.final_num_games=4"])
+    fast = ["selfplay.full_search_prob=0.5", "selfplay.fast_simulations=1"]
+    config = load_config(TICTACTOE, [*TINY, *fast, "eval.every=1", "eval.final_num_games=4"])
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         final = train_and_evaluate(config, workdir, progress=True)
@@ -85,8 +87,7 @@ def two_iterations(tmp_path_factory):
 
 
 def test_two_iterations_show_what_they_do(two_iterations):
-    """What the wait before the first iteration is, then a bar for the loop and one for the
-    final evaluation."""
+    """The wait before the first iteration, a bar for the loop, one for the final evaluation."""
     config, _, _, (out, err) = two_iterations
     cache = jax.config.jax_compilation_cache_dir
     assert out.startswith("compiling: the first start of a config takes longest"), out
@@ -112,6 +113,15 @@ def test_two_iterations_end_to_end(two_iterations):
     assert config.optim.learning_rate > rates[0] > rates[1] > 0
     assert log[1]["replay/size"] == log[0]["replay/added"] + log[1]["replay/added"]
     assert final["eval/random/wins"] + final["eval/random/draws"] + final["eval/random/losses"] == 4
+    # The rates: each move searches every slot fully (the root and a leaf per simulation) or fast.
+    record, moves, batch = log[0], config.selfplay.chunk_moves, config.selfplay.batch_size
+    assert record["moves_per_second"] * record["seconds"] == pytest.approx(moves * batch)
+    added = record["positions_per_second"] * record["seconds"]
+    assert added == pytest.approx(record["replay/added"])
+    full = round(record["selfplay/full_search_fraction"] * moves)
+    assert 0 < full < moves
+    evaluations = batch * (full * (1 + config.search.num_simulations) + (moves - full) * 2)
+    assert record["evaluations_per_second"] * record["seconds"] == pytest.approx(evaluations)
     assert list_steps(tmp_path) == [1, 2]
     assert any((tmp_path / "tensorboard").iterdir())
     assert load_config(tmp_path / "config.yaml") == config
@@ -328,6 +338,28 @@ def test_evaluation_gives_each_opponent_its_own_games_and_files_the_counts(monke
     for name in ("random", "greedy"):
         assert out[f"eval/{name}/score"] == 0.5 and out[f"eval/{name}/win_rate"] == 0.25
         assert [out[f"eval/{name}/{k}"] for k in ("wins", "draws", "losses")] == [1, 2, 1]
+
+
+def test_bfloat16_on_a_gpu_without_bfloat16_arithmetic_is_warned_of(tmp_path, monkeypatch, capsys):
+    def gpu(kind: str, capability: str) -> SimpleNamespace:
+        return SimpleNamespace(platform="gpu", device_kind=kind, compute_capability=capability)
+
+    t4, warn = gpu("Tesla T4", "7.5"), parallel.emulation_warning
+    warning = warn("bfloat16", t4)
+    assert "Tesla T4" in warning and "7.5" in warning and "network.dtype=float32" in warning
+    assert warn("float32", t4) is None and warn("bfloat16") is None  # this machine: a CPU
+    for kind, capability in [("A100", "8.0"), ("B200", "10.0"), ("AMD MI300X", "gfx942")]:
+        assert warn("bfloat16", gpu(kind, capability)) is None  # 10.0: not "1" < "8"
+    # azjax-train says so at the start of a run (stopped there: nothing else is at stake).
+    monkeypatch.setattr(parallel, "emulation_warning", lambda dtype: warn(dtype, t4))
+
+    def started(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "RunLog", started)
+    with pytest.raises(KeyboardInterrupt):
+        train_and_evaluate(load_config(TICTACTOE, [*TINY, "network.dtype=bfloat16"]), tmp_path)
+    assert f"warning: {warning}" in capsys.readouterr().err
 
 
 def test_optimizer_schedule_and_penalty():
