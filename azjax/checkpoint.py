@@ -435,17 +435,15 @@ class StopRequest:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self._saving:
-            self.requested = True
             if not self._told:
                 print("\nwriting a checkpoint: stopping once it is saved", flush=True)
-            self._told = True
-            return
-        if self.requested:
+            self.requested = self._told = True
+        elif self.requested:  # a second signal: the default behaviour
             self.restore()
             signal.raise_signal(signum)
-            return
-        self.requested = True
-        print("\nstopping after this iteration (signal again to stop now)", flush=True)
+        else:
+            self.requested = True
+            print("\nstopping after this iteration (signal again to stop now)", flush=True)
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
