@@ -15,9 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
-from types import SimpleNamespace
 
-import jax.numpy as jnp
 import pytest
 from test_train import TICTACTOE, TINY
 
@@ -27,8 +25,8 @@ from azjax.cli import compilation_cache_dir
 from azjax.cli.train import main as train_main
 from azjax.cli.train import summary
 from azjax.config import ConfigError, load_config
-from azjax.runlog import RunLog, read_metrics
-from azjax.train import TrainingError, _finished, _Session, train_and_evaluate
+from azjax.runlog import read_metrics
+from azjax.train import _finished, train_and_evaluate
 
 pytestmark = pytest.mark.xdist_group("train")
 
@@ -204,23 +202,6 @@ def test_a_diverging_run_stops_keeping_the_last_good_checkpoint(tmp_path, capsys
     assert [json.loads(r)["iteration"] for r in records] == [1]
 
 
-def test_parameters_no_longer_finite_stop_the_run_under_a_finite_loss():
-    """The step that blows up logs the loss of the parameters before it, a finite one: the
-    parameters it leaves are checked too, so that no checkpoint keeps them."""
-    params = {"w": jnp.array([1.0, jnp.nan])}
-    session = SimpleNamespace(
-        state=SimpleNamespace(params=params),
-        checkpointer=SimpleNamespace(latest_step=lambda: 1),
-        iteration=2,
-    )
-    record = {"train/trained": True, "train/loss": 0.5, "train/learning_rate": 0.01}
-    with pytest.raises(TrainingError, match=r"diverged at iteration 2 \(loss 0.5\).*checkpoint 1"):
-        _Session.check_finite(session, record)
-    _Session.check_finite(session, {"train/trained": False})  # nothing trained: nothing to check
-    params["w"] = jnp.ones(2)
-    _Session.check_finite(session, record)
-
-
 @pytest.fixture(scope="module")
 def three_sessions(tmp_path_factory):
     """One run of 3 iterations in three sessions: stopped by two signals during its first
@@ -307,20 +288,6 @@ def test_a_stop_asked_before_the_final_evaluation_skips_it(three_sessions, tmp_p
     assert not _finished(workdir, config, 3)
 
 
-def test_a_run_is_finished_once_its_last_iterations_final_evaluation_is_logged(tmp_path):
-    """A run trained further after an earlier finish (train.iterations raised) and stopped
-    before its new final evaluation is not finished: the earlier final record is another
-    iteration's."""
-    config = load_config(TICTACTOE, [*TINY, "eval.final_num_games=8"])
-    (tmp_path / "metrics.jsonl").write_text(
-        "\n".join(json.dumps(r) for r in ({"iteration": 2}, {"iteration": 2, "final": True})) + "\n"
-    )
-    assert _finished(tmp_path, config, 2)
-    assert not _finished(tmp_path, config, 4)
-    quiet = load_config(TICTACTOE, TINY)  # eval.final_num_games=0
-    assert _finished(tmp_path, quiet, 4)  # no final evaluation to wait for
-
-
 # ----------------------------------------------------------------------------- reports
 
 
@@ -343,43 +310,3 @@ def test_the_compilation_cache_lives_in_the_user_cache(monkeypatch, tmp_path):
     assert compilation_cache_dir() == str(tmp_path / "home" / ".cache" / "azjax" / "jax")
     monkeypatch.setenv("AZJAX_JAX_CACHE", str(tmp_path / "mine"))
     assert compilation_cache_dir() == str(tmp_path / "mine")
-
-
-@pytest.mark.parametrize("setting, kept", [(None, 1.0), ("2.5", 2.5)])
-def test_the_commands_keep_programs_of_a_second_unless_jax_is_told_otherwise(setting, kept):
-    """The command lines cache programs that compiled in a second or more; a user's
-    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS wins (a fresh interpreter: JAX reads it once)."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"}
-    if setting is not None:
-        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = setting
-    code = "import jax; from azjax.cli import use_compilation_cache as u; u(); "
-    code += "print(jax.config.jax_persistent_cache_min_compile_time_secs)"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert float(out.stdout) == kept
-
-
-def test_checkpoints_in_progress_are_cleaned_up(tmp_path):
-    leftover = tmp_path / "checkpoints" / "4.orbax-checkpoint-tmp-1234" / "state"
-    leftover.mkdir(parents=True)
-    Checkpointer(tmp_path, 3, owner=False).close()  # a reader: the run may still be saving it
-    assert leftover.is_dir()
-    Checkpointer(tmp_path, 3).close()
-    assert not leftover.parent.exists()
-
-
-def test_a_resumed_log_keeps_the_checkpoints_records_in_order_and_its_minutes(tmp_path):
-    """Resumed at iteration 2: the records after it go, the records saved with the checkpoint
-    fill in the one metrics.jsonl lost (a final record after its iteration's), and the wall
-    clock goes on from the newest kept record."""
-    logged = [
-        {"iteration": 1, "elapsed_minutes": 1.5},
-        {"iteration": 2, "final": True, "elapsed_minutes": 3.5},
-        {"iteration": 3, "elapsed_minutes": 4.0},
-    ]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
-    saved = [{"iteration": 1, "elapsed_minutes": 1.5}, {"iteration": 2, "elapsed_minutes": 3.0}]
-    log = RunLog(tmp_path, resume_iteration=2, saved=saved)
-    log.close()
-    assert log.minutes_before == 3.5
-    assert read_metrics(tmp_path / "metrics.jsonl") == [logged[0], saved[1], logged[1]]
