@@ -168,6 +168,27 @@ def test_hint_names_its_analyst_and_values_the_persons_position():
     assert float(re.search(r"value for you ([+-]\d\.\d\d)", out.getvalue()).group(1)) < -0.5
 
 
+@pytest.mark.parametrize("name", ["pgx:hex", "pgx:backgammon"])
+def test_pgx_games_are_played_in_their_notation_by_colour(name):
+    """The text board, moves typed and shown in the game's notation (a hint's too), turns
+    named by colour."""
+    pytest.importorskip("pgx")
+    session = Session(games.make(name), "random", 0)
+    game, hint = session.game, "hint\n" if name == "pgx:hex" else ""  # one analysis is enough
+    first = game.format_action(game.legal_actions(session.state)[-1])
+    more = [game.format_action(a) for a in range(game.num_actions)] if not hint else []
+    out = io.StringIO()  # Backgammon: the second die the first legal of every move named
+    play.run(session, io.StringIO("\n".join([f"{hint}{first}", *more, "quit\n"])), out)
+    out = out.getvalue()
+    assert out.startswith(f"{name}: you are Black (X), random is White (O).")
+    assert "Your move (Black): " in out and game.render(session.states[0]) in out
+    assert not hint or re.search(r"Hint from .*: [a-k]\d+ \(\d+%\)", out)
+    assert session.plies[0].notation == first
+    assert any(p.by == "agent" for p in session.plies)
+    for ply in session.plies:
+        assert ply.by == "human" or f"random (White) plays {ply.notation}\n" in out
+
+
 def test_quit_and_end_of_input_leave():
     for command in ("quit", "exit", "q", " Q "):
         session, result, out = drive(f"{command}\n5\n")
@@ -204,8 +225,8 @@ def test_command_line_game_and_saved_record(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert any(cache.iterdir())  # the next game starts compiled
     assert "\x1b[" not in proc.stdout  # not a terminal: plain text
-    assert proc.stdout.startswith("connect4: you are O, random is X.")  # --as second
-    assert proc.stdout.index("random (X) plays") < proc.stdout.index("Your move (O)")
+    assert proc.stdout.startswith("connect4: you are Yellow (O), random is Red (X).")  # second
+    assert proc.stdout.index("random (Red) plays") < proc.stdout.index("Your move (Yellow)")
     moves = re.search(r"(You win\.|You lose\.|Draw\.)\nMoves: (.*)\n", proc.stdout).group(2)
     record = {"game": "connect4", "moves": moves.split(), "kwargs": {}, "opponent": "random"}
     assert json.loads(save.read_text()) == record
@@ -216,7 +237,7 @@ def test_the_game_is_the_opponent_models_when_not_named(tmp_path, monkeypatch, c
     monkeypatch.setattr(sys, "stdin", io.StringIO("c2\n"))
     play.main(["--opponent", "policy-zoo:othello6", "--save", str(save)])
     out = capsys.readouterr().out
-    assert out.startswith("othello: you are x, policy-zoo:othello6 is o.")
+    assert out.startswith("othello: you are Black (x), policy-zoo:othello6 is White (o).")
     assert "(a1-f6)" in out  # 6x6, the model's size
     record = json.loads(save.read_text())
     assert record["kwargs"] == {"size": 6} and record["moves"][0] == "c2"

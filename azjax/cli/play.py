@@ -62,18 +62,23 @@ def run(
 
     `echo` repeats each line read after the prompt (for transcripts of piped input).
     """
-    game, mark = session.game, session.game.marks
+    game = session.game
+
+    def side(player: int) -> str:  # "Black (X)"; a player named by its mark: "X"
+        name, mark = game.players[player], game.marks[player]
+        return name if name == mark else f"{name} ({mark})"
 
     def say(text: str = "") -> None:
         print(text, file=out, flush=True)
 
     def show_reply() -> None:
         for ply in session.reply():
-            say(f"{session.opponent} ({mark[ply.player]}) plays {ply.notation}")
+            say(f"{session.opponent} ({game.players[ply.player]}) plays {ply.notation}")
         check_interrupt()  # a Ctrl-C that XLA's compile swallowed while the agent thought
 
-    you, them = mark[session.human], mark[1 - session.human]
-    say(f"{game.name}: you are {you}, {session.opponent} is {them}.")
+    you = game.players[session.human]
+    them = side(1 - session.human)
+    say(f"{game.name}: you are {side(session.human)}, {session.opponent} is {them}.")
     say("Type a move, or: undo, hint, quit. " + game.notation_help())
     show_reply()
     while not session.over:
