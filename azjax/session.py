@@ -3,13 +3,17 @@
 `Session` is what the terminal (`azjax-play`) and the browser server (`azjax.web`) play through.
 Agents and analyses are made once per (game, spec) and kept in small LRU caches; network
 parameters are arguments of the compiled functions, so every checkpoint of one network shape
-shares one compilation.
+shares one compilation. `prepare` compiles an opponent (with its analysis, side by side) once,
+whoever asks first; the others wait for it rather than compile it again.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -65,6 +69,38 @@ def default_opponent(game: games.Game) -> str:
     """`zoo:NAME` when the zoo has a model for `game` (azjax.zoo.default), else pure MCTS."""
     name = zoo.default(game)
     return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
+
+
+_PREPARED: set[tuple[games.Game, str, bool]] = set()
+_LOCKS: collections.defaultdict[tuple[games.Game, str], threading.Lock] = collections.defaultdict(
+    threading.Lock
+)
+
+
+def prepared(game: games.Game, spec: str, analyse: bool = False) -> bool:
+    """Whether `prepare(game, spec, analyse)` has run: the opponent's next move compiles nothing."""
+    return (game, spec, analyse) in _PREPARED or (game, spec, True) in _PREPARED
+
+
+def prepare(game: games.Game, spec: str, analyse: bool = False) -> None:
+    """Compile agent `spec` of `game`, its rules and, with `analyse`, its analysis, in threads
+    side by side (XLA compiles without the GIL), by playing each once from the start. Once per
+    (game, spec): a second caller waits for the first. ValueError as `compiled_agent`."""
+    with _LOCKS[game, spec]:
+        if prepared(game, spec, analyse):
+            return
+        init, step = _rules(game)
+        state, key = init(jax.random.key(0)), jax.random.key(0)
+        jobs = [
+            lambda: compiled_agent(game, spec)(state, key),
+            lambda: step(state, game.legal_actions(state)[0]),
+        ]
+        if analyse:
+            jobs.append(lambda: compiled_analysis(game, spec)(state, key))
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+            for done in [pool.submit(job) for job in jobs]:
+                done.result()
+        _PREPARED.add((game, spec, analyse))
 
 
 @functools.cache
@@ -142,6 +178,8 @@ class Session:
         """The agent's moves until the person's turn or the end; with `analyse`, `analysis`
         holds the agent's analysis of the position before its last move."""
         plies = []
+        if not self.over and not self.human_to_move:
+            prepare(self.game, self.opponent, analyse)
         while not self.over and not self.human_to_move:
             if analyse:
                 self.analysis = self.advice()

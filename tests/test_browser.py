@@ -1,4 +1,5 @@
-"""End to end in headless Chromium: open the page, play Tic-Tac-Toe by clicking, see the result.
+"""End to end in headless Chromium: open the page, play by clicking, see the result; every game
+fits a phone's width.
 
 Needs Debian's `chromium` at /usr/bin/chromium (driven by Playwright). Under `CI=true` a
 missing browser fails the test; elsewhere the test is skipped with the reason. Screenshots are
@@ -7,6 +8,7 @@ written under the test's tmp dir.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import socket
@@ -41,6 +43,8 @@ def server():
     test and take CPU from the rest of the suite."""
     import uvicorn
 
+    import games
+    from azjax.cli.serve import offer
     from azjax.web import app
 
     with socket.socket() as s:
@@ -48,6 +52,9 @@ def server():
         port = s.getsockname()[1]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(app, "warm_in_background", lambda pairs, analyse: None)
+        patch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the module
+        if importlib.util.find_spec("pgx"):
+            offer("pgx:hex,pgx:backgammon")
         config = uvicorn.Config(app.create_app(None, analyse=False), port=port, log_level="warning")
         instance = uvicorn.Server(config)
         thread = threading.Thread(target=instance.run, daemon=True)
@@ -77,8 +84,10 @@ def start(page, game: str, opponent: str, wait: str = "#board svg .move") -> Non
     page.select_option("#game", game)
     page.select_option("#opponent", opponent)
     page.select_option("#side", "0")
+    page.evaluate("delete document.querySelector('#board').dataset.ply")  # set by the new game
     page.click("#new")
-    page.wait_for_selector(wait, timeout=120_000)
+    page.wait_for_selector("#board[data-ply]", timeout=120_000)
+    page.wait_for_selector(wait)
 
 
 def watch(page, selector: str) -> None:
@@ -130,9 +139,9 @@ def test_play_tictactoe_by_clicking(browser, server, tmp_path):
 def test_the_page_says_what_it_waits_for(browser, server, monkeypatch):
     """A hint says it is thinking and who answers; an opponent's first move on the server says
     it compiles, the next that it thinks."""
-    from azjax.web import app
+    from azjax import session
 
-    monkeypatch.setattr(app, "_READY", set())
+    monkeypatch.setattr(session, "_PREPARED", set())
     page, errors = open_page(browser, server)
     start(page, "tictactoe", "greedy")
     watch(page, "#hint-text")
@@ -171,38 +180,49 @@ def test_opponent_labels_fit_and_the_card_shows_beside_the_board(browser, server
     assert not errors, errors
 
 
-@pytest.mark.parametrize(
-    ("name", "menu"), [("pgx:hex", True), ("pgx:backgammon", False)], ids=["hex", "backgammon"]
-)
-def test_a_pgx_game_is_drawn_by_pgx_and_played_from_its_move_list(
-    browser, server, monkeypatch, name, menu
-):
-    """pgx's drawing has no click targets: the legal moves are listed under it (Hex's 121 in
-    one menu, Backgammon's few as buttons), and choosing one plays it."""
+def test_every_game_fits_a_phone(browser, server):
+    """At 390 px no game scrolls sideways, from its setup to its moves."""
+    page, errors = open_page(browser, server, 390, 800)
+    for name in page.eval_on_selector_all("#game option", "all => all.map(o => o.value)"):
+        start(page, name, "random", wait="#board svg")
+        width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert width[0] <= width[1], (name, width)
+    assert not errors, errors
+
+
+def test_hex_is_played_on_its_cells_and_backgammon_from_its_moves(browser, server):
+    """pgx draws them; Hex's legal cells are clickable, a1 top left, and both list their moves
+    in notation; players are named by colour; a trained run is a game's first choice."""
     pytest.importorskip("pgx")
     import games
-    from azjax.cli.serve import offer
 
-    monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))  # undone after the test
-    offer(name)
-    game = games.make(name)
     page, errors = open_page(browser, server, 1000, 700)
-    page.select_option("#game", name)
-    opponents = page.locator("#opponent option").all_text_contents()
-    assert ("alphabeta:2" in opponents) == (name == "pgx:hex"), opponents  # none over dice
-    start(page, name, "random", wait="#move-menu, #buttons button")
-    assert page.locator(f'#board svg[aria-label="{name} board"]').count() == 1
-    assert page.locator("#board .move").count() == 0
-    if menu:
-        labels = page.locator("#move-menu option").all_text_contents()
-        assert labels == [game.format_action(a) for a in range(121)]  # every cell; no swap yet
-        page.select_option("#move-menu", index=60)
-        page.click("#play-move")
-        chosen = labels[60]
-    else:
-        chosen = page.locator("#buttons button").first.text_content()
-        page.locator("#buttons button").first.click()
+    run = {"path": "/r/hex", "game": "pgx:hex", "kwargs": {}, "steps": [3]}
+    page.route(  # as if the server had found a run of Hex
+        "**/api/options",
+        lambda route: route.fulfill(json={**route.fetch().json(), "runs": [run]}),
+    )
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#game", "pgx:hex")
+    assert page.input_value("#opponent") == "search:/r/hex@3"  # no zoo model: the run
+    hex_game = games.make("pgx:hex")
+    start(page, "pgx:hex", "random")
+    assert page.locator('#board svg[aria-label="pgx:hex board"]').count() == 1
+    assert page.locator("#board .move").count() == 121
+    labels = page.locator("#move-menu option").all_text_contents()
+    assert labels == [hex_game.format_action(a) for a in range(121)]  # every cell; no swap yet
+    page.locator('#board .move[data-action="13"]').click()
     page.wait_for_function("document.querySelector('#board').dataset.ply !== '0'", timeout=120_000)
     moves = page.locator("#moves li").all_text_contents()
-    assert moves[0] == f"{game.players[0]} {chosen}", moves
+    assert moves[0] == "Black c2" and moves[1].startswith("White "), moves
+    assert page.text_content("#status") == "Your move (Black)."
+    assert page.locator("#board .move").count() == 119 and "swap" not in labels
+
+    start(page, "pgx:backgammon", "random", wait="#buttons button")
+    assert "alphabeta:2" not in page.locator("#opponent option").all_text_contents()  # dice
+    chosen = page.locator("#buttons button").first.text_content()
+    page.locator("#buttons button").first.click()
+    page.wait_for_function("document.querySelector('#board').dataset.ply !== '0'", timeout=120_000)
+    assert page.locator("#moves li").all_text_contents()[0] == f"Black {chosen}"
     assert not errors, errors

@@ -341,7 +341,7 @@ def test_opponents_are_offered_for_their_own_board_size_only():
 
 
 def test_opponents_are_compiled_ahead_and_said_to_be_ready(monkeypatch):
-    monkeypatch.setattr(app, "_READY", set())
+    monkeypatch.setattr(session, "_PREPARED", set())
     with TestClient(create_app(None, analyse=False)) as c:
         view = new_game(c, human=0, opponent="greedy", seed=0)
         assert view["ready"] is False  # its first move here will compile it
@@ -354,9 +354,21 @@ def test_opponents_are_compiled_ahead_and_said_to_be_ready(monkeypatch):
         assert c.get(f"/api/games/{view['id']}").json()["ready"] is True
         bad = c.post("/api/warm", json={**body, "opponent": "mcts:99999"})
         assert bad.status_code == 400 and "unknown opponent" in bad.json()["error"]
-    started = []  # at start-up: each game's default opponent
+    started = []  # at start-up: the page's first game's first opponent only
     monkeypatch.setattr(app, "warm_in_background", lambda pairs, analyse: started.extend(pairs))
     create_app(None, warm_up=True)
-    assert {(g.name, spec) for g, spec in started} == {
-        (name, session.default_opponent(games.make(name))) for name in games.names()
-    }
+    deadline = time.monotonic() + 60
+    while not started:
+        assert time.monotonic() < deadline, "nothing compiled at start-up"
+        time.sleep(0.05)
+    first = games.make(games.names()[0])
+    assert started == [(first, session.default_opponent(first))]
+
+
+def test_a_trained_run_is_the_first_choice_of_a_game_without_zoo_model():
+    size = {"rows": 3, "cols": 3}  # no zoo model plays Chain Reaction 3x3
+    runs = [{"path": "runs/c", "game": "chain_reaction", "kwargs": size, "steps": [2, 5]}]
+    assert app.first_choice(runs, "chain_reaction", size) == "search:runs/c@5"
+    assert app.first_choice([], "chain_reaction", size) == session.FALLBACK_OPPONENT
+    assert session.FALLBACK_OPPONENT in app.BASELINES  # offered, so the page can choose it
+    assert app.first_choice(runs, "tictactoe", {}) == "zoo:tictactoe"

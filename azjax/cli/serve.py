@@ -4,8 +4,8 @@
     azjax-serve --games pgx:hex        # also offer games beyond the built-in ones
 
 Checkpoints are found in any folder with checkpoints under `--runs` (three levels deep).
-Each game's default opponent is compiled in the background at start-up, and any other one as
-soon as the page chooses it; compilations are kept in JAX's persistent cache.
+The page's first game's first opponent is compiled in the background at start-up, and any
+other one as soon as the page chooses it; compilations are kept in JAX's persistent cache.
 The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 """
 
@@ -64,9 +64,9 @@ def _main(argv: Sequence[str] | None) -> int | None:
     except OSError as err:
         sys.exit(f"azjax-serve: cannot listen on {args.host}:{args.port}: {err.strerror}")
 
-    import uvicorn  # the web stack, agents, flax, orbax: loaded once the port is bound
+    import uvicorn  # the web stack: loaded once the port is bound, so bad input is said at once
 
-    from azjax.web.app import create_app
+    from azjax.web.app import create_app  # JAX, agents, flax, orbax: once the port is bound too
 
     use_compilation_cache()  # a restarted server finds its agents compiled
     app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)

@@ -10,10 +10,12 @@
 
 `ply` is the number of moves the page has seen: a request on an older position is refused (409),
 so that two tabs cannot play over each other. Errors are `{"error": message}` with a 4xx status.
-Legal moves with no click target on the board (Othello's pass, pgx games) come as `buttons`.
-Games are independent (one lock each); agents are compiled once per (game, spec) and shared;
-`view["ready"]` says whether the opponent has moved on this server before (else its first move
-compiles it); `create_app(warm_up=True)` compiles each game's default opponent ahead.
+Legal moves with no click target on the board (Othello's pass; every move of a game pgx draws,
+whose Hex cells are clickable too) come as `buttons`. Games are independent (one lock each);
+agents are compiled once per (game, spec) and shared (`azjax.session.prepare`); `view["ready"]`
+says whether the opponent is compiled (else its next move waits for it); `create_app(warm_up=
+True)` compiles the page's first game's default opponent ahead, and the page asks for the one
+chosen as it is chosen.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import atexit
 import collections
 import inspect
 import json
+import math
 import pathlib
 import re
 import secrets
@@ -29,6 +32,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import jax
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -43,13 +47,22 @@ from azjax.checks import check_seed, size_values
 from azjax.config import config_to_dict
 from azjax.export import headline
 from azjax.model import load as load_model
-from azjax.session import Advice, Ply, Session, default_opponent
+from azjax.session import (
+    FALLBACK_OPPONENT,
+    Advice,
+    Ply,
+    Session,
+    default_opponent,
+    prepare,
+    prepared,
+)
 from games import IllegalMoveError, svg
+from games.core import letters
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 MAX_BODY = 4096  # bytes; every request of this API fits in far less
 MAX_DEPTH = 4  # levels of nested lists and objects; this API's requests use two
-BASELINES = ("random", "greedy", "alphabeta:2", "alphabeta:4", "mcts:100", "mcts:400")
+BASELINES = ("random", "greedy", "alphabeta:2", "alphabeta:4", "mcts:100", "mcts:200", "mcts:400")
 
 
 def sizes(name: str) -> dict[str, tuple[int, tuple[int, ...]]]:
@@ -231,42 +244,36 @@ def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> 
     return specs
 
 
-_READY: set[tuple[games.Game, str]] = set()  # (game, spec) of agents that have moved here
-_READY_LOCK = threading.Lock()
-_WARMING: list[threading.Thread] = []
+def first_choice(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> str:
+    """The opponent the page chooses first, as app.js does: the zoo's model for the game, else
+    the first trained run's network with search, else `default_opponent`'s pure MCTS."""
+    game = games.make(name, **kwargs)
+    trained = [s for s in opponents(runs, name, kwargs) if s.startswith("search:")]
+    return trained[0] if zoo.default(game) is None and trained else default_opponent(game)
+
+
+_WARMING: dict[tuple[games.Game, str], threading.Thread] = {}
 _STOP_WARMING = threading.Event()
 
 
-def ready(game: games.Game, spec: str) -> bool:
-    """Whether agent `spec` has moved in `game` on this server (its next move is not compiled)."""
-    return (game, spec) in _READY
-
-
-def mark_ready(session: Session) -> None:
-    if any(p.by == "agent" for p in session.plies):
-        with _READY_LOCK:
-            _READY.add((session.game, session.opponent))
-
-
 def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> None:
-    """Compile each (game, agent spec) in turn, with its analysis, by playing its opening move
-    in a daemon thread; failures are left to the game that asks for it."""
+    """Compile each (game, agent spec) not yet compiled nor being compiled (`prepare`), and draw
+    its first board (pgx's first picture takes seconds), each in a daemon thread; failures are
+    left to the game that asks for it."""
 
-    def run() -> None:
-        for game, spec in pairs:
-            if _STOP_WARMING.is_set():
-                return
-            if not ready(game, spec):
-                try:
-                    session = Session(game, spec, human=1)
-                    session.reply(analyse)
-                    mark_ready(session)
-                except ValueError:  # an opponent that cannot be made: a new game reports it
-                    continue
+    def run(game: games.Game, spec: str) -> None:
+        if _STOP_WARMING.is_set():
+            return
+        try:
+            prepare(game, spec, analyse)
+            game.svg(game.init(jax.random.key(0)))
+        except ValueError:  # an opponent that cannot be made: a new game reports it
+            pass
 
-    thread = threading.Thread(target=run, daemon=True, name="azjax-warm")
-    _WARMING[:] = [t for t in _WARMING if t.is_alive()] + [thread]
-    thread.start()
+    for pair in pairs:
+        if not prepared(*pair, analyse) and not (pair in _WARMING and _WARMING[pair].is_alive()):
+            _WARMING[pair] = threading.Thread(target=run, args=pair, daemon=True, name="warm")
+            _WARMING[pair].start()
 
 
 @atexit.register
@@ -274,7 +281,7 @@ def _stop_warming() -> None:
     """At exit, let each warm-up finish the compile it is in and stop: a compile still running
     while the interpreter tears JAX down crashes the process."""
     _STOP_WARMING.set()
-    for thread in _WARMING:
+    for thread in list(_WARMING.values()):
         thread.join()
 
 
@@ -290,7 +297,58 @@ class BrowserGame:
 
 def board_svg(session: Session, index: int, clickable: bool = False) -> str:
     last = session.plies[index - 1].action if index > 0 else None
-    return session.game.svg(session.states[index], last_action=last, clickable=clickable)
+    game, state = session.game, session.states[index]
+    picture = game.svg(state, last_action=last, clickable=clickable)
+    if game.name == "pgx:hex":
+        return hex_targets(picture, game, game.legal_actions(state) if clickable else [])
+    if game.name == "pgx:backgammon":
+        return backgammon_points(picture, session.human)
+    return picture
+
+
+def hex_targets(picture: str, game: games.Game, legal: list[int]) -> str:
+    """pgx's Hex picture with its coordinates and a clickable hexagon over each `legal` cell,
+    placed as pgx places its cells (15 units from centre to corner, each row half a cell to the
+    right of the one above) in its board group."""
+    width, r = game.observation_shape[1], 15.0
+    cells = []
+    for action in (a for a in legal if a < width * width):
+        row, col = divmod(action, width)
+        x, y = (col + row / 2) * r * math.sqrt(3), row * r * 1.5
+        corners = (
+            f"{x + r * math.sin(i * math.pi / 3):.2f},{y + r * math.cos(i * math.pi / 3):.2f}"
+            for i in range(6)
+        )
+        cells.append(
+            f'<polygon class="move" data-action="{action}" points="{" ".join(corners)}" '
+            f'fill="transparent"><title>{game.format_action(action)}</title></polygon>'
+        )
+    for i, letter in enumerate(letters(width)):  # pgx draws no coordinates: a1 top left
+        cells.append(_label(i * r * math.sqrt(3), -1.9 * r, letter))
+        cells.append(_label((i / 2 - 1.1) * r * math.sqrt(3), i * r * 1.5, str(i + 1)))
+    end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
+    return picture[:end] + "".join(cells) + picture[end:]
+
+
+def backgammon_points(picture: str, person: int) -> str:
+    """pgx's Backgammon picture with its points numbered for `person` (0: Black), as the moves
+    are written, between the two rows. pgx draws Black's point 24 - i (White's i + 1) at
+    column 12.5 - i of the bottom row, then leftwards past the bar, then the top row from the
+    left, in units of 25."""
+    labels = []
+    for i in range(24):
+        column = 12.5 - i - (i >= 6) if i < 12 else i - 11.5 + (i >= 18)
+        text = str(24 - i if person == 0 else i + 1)
+        labels.append(_label(25 * column, 25 * (7.6 if i < 12 else 6.4), text))
+    end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
+    return picture[:end] + "".join(labels) + picture[end:]
+
+
+def _label(x: float, y: float, text: str) -> str:
+    return (
+        f'<text x="{x:.2f}" y="{y:.2f}" font-size="10" text-anchor="middle" '
+        f'dominant-baseline="central" fill="#6c757d">{text}</text>'
+    )
 
 
 def _ply(session: Session, p: Ply, i: int | None = None) -> dict[str, Any]:
@@ -329,7 +387,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         "kwargs": entry.kwargs,
         "opponent": session.opponent,
         "analyst": session.analyst,
-        "ready": ready(game, session.opponent),
+        "ready": prepared(game, session.opponent, analyse),
         "human": session.human,
         "players": game.players,
         "ply": plies,
@@ -339,10 +397,10 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         "result": session.result(),
         "svg": board,
         "legal": [game.format_action(a) for a in legal],
-        "buttons": [  # legal moves with no click target on the board (Othello's pass, pgx)
+        "buttons": [  # moves with no click target (Othello's pass), all of a board pgx draws
             {"action": a, "label": game.format_action(a)}
             for a in (legal if session.human_to_move else [])
-            if a not in drawn
+            if a not in drawn or game.name.startswith(games.PGX_PREFIX)
         ],
         "moves": [_ply(session, p) for p in session.plies],
         "new": [_ply(session, p, i) for i, p in enumerate(session.plies) if i >= first_new],
@@ -359,12 +417,17 @@ def create_app(
 ) -> Starlette:
     """The server. `runs_dir`: where to look for checkpoints; `analyse`: analyse each agent
     move (an extra search per move); `max_games`: games kept (the least recently used go);
-    `warm_up`: compile each game's default opponent at its default size in the background."""
+    `warm_up`: compile the page's first game's first opponent in the background."""
     store: collections.OrderedDict[str, BrowserGame] = collections.OrderedDict()
     store_lock = threading.Lock()
-    if warm_up:
-        pairs = [(games.make(n), default_opponent(games.make(n))) for n in games.names()]
-        warm_in_background(pairs, analyse)
+    if warm_up:  # in a thread: finding the runs reads their checkpoints
+
+        def first() -> None:
+            name = games.names()[0]
+            spec = first_choice(find_runs(runs_dir), name, default_kwargs(name))
+            warm_in_background([(games.make(name), spec)], analyse)
+
+        threading.Thread(target=first, daemon=True).start()
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -380,6 +443,7 @@ def create_app(
             {
                 "games": [game(name) for name in games.names()],
                 "baselines": list(BASELINES),
+                "fallback": FALLBACK_OPPONENT,  # the opponent of a game without zoo or run
                 "zoo": await run_in_threadpool(find_zoo),
                 "runs": runs,
             }
@@ -409,7 +473,6 @@ def create_app(
         def start() -> BrowserGame:
             session = Session(game, data["opponent"], data.get("human", 0), seed)
             session.reply(analyse)
-            mark_ready(session)
             return BrowserGame(session, data["kwargs"])
 
         try:
@@ -425,7 +488,7 @@ def create_app(
 
     async def warm(request: Request) -> Response:
         data, game = await offered(request)
-        ready_now = ready(game, data["opponent"])
+        ready_now = prepared(game, data["opponent"], analyse)
         if not ready_now:
             warm_in_background([(game, data["opponent"])], analyse)
         return JSONResponse({"ready": ready_now}, status_code=200 if ready_now else 202)
@@ -484,7 +547,6 @@ def create_app(
         except IllegalMoveError as err:
             raise HTTPException(409 if session.over else 400, str(err)) from None
         session.reply(analyse)
-        mark_ready(session)
         return view(gid, entry, start, analyse)
 
     def undo(gid: str, entry: BrowserGame, data: dict) -> dict[str, Any]:

@@ -14,6 +14,8 @@ const TITLES = {
   othello: "Othello",
   dots_and_boxes: "Dots and Boxes",
   chain_reaction: "Chain Reaction",
+  "pgx:backgammon": "Backgammon (pgx)",
+  "pgx:hex": "Hex (pgx)",
 };
 
 async function api(path, body) {
@@ -69,7 +71,7 @@ function fillOpponents() {
   const name = $("game").value;
   const kwargs = sizeValues();
   $("opponent").replaceChildren();
-  let fallback = null; // the zoo's model for this game, else the first baseline
+  let fallback = null; // the zoo's model for this game, else a trained run, else pure MCTS
   for (const model of options.zoo) {
     if (model.game !== name || !sameKwargs(model.kwargs, kwargs)) continue;
     const figure = model.label ? ` (${model.label})` : "";
@@ -86,10 +88,11 @@ function fillOpponents() {
       const spec = `${kind}:${run.path}@${step}`;
       const name = run.path.split("/").slice(-2).join("/");
       $("opponent").add(new Option(`${kind}: ${name} (step ${step})`, spec));
+      fallback ??= spec;
     }
   }
   const keep = [...$("opponent").options].some((o) => o.value === chosenOpponent);
-  $("opponent").value = keep ? chosenOpponent : (fallback ?? baselines[0]);
+  $("opponent").value = keep ? chosenOpponent : (fallback ?? options.fallback);
   opponentChosen();
 }
 
@@ -121,7 +124,7 @@ function opponentChosen() {
 function thinking(view) {
   return view.ready
     ? `${view.opponent} is thinking…`
-    : `${view.opponent} is compiling (its first move on this server can take half a minute)…`;
+    : `${view.opponent} is compiling (its first move on this server takes seconds)…`;
 }
 
 function playerName(view, player) {
@@ -174,8 +177,8 @@ function renderStatus(view) {
 }
 
 function renderButtons(view) {
-  // Moves with no place on the board: a button each, or one menu when there are many (every
-  // move of a game drawn by pgx, whose pictures have no click targets).
+  // Moves with no place on the board, and every move of a game drawn by pgx: a button each,
+  // or one menu when there are many.
   $("buttons").replaceChildren();
   if (view.buttons.length > MAX_BUTTONS) {
     const label = document.createElement("label");
@@ -258,7 +261,7 @@ function newGame() {
     $("analysis").hidden = true;
     const known = current && current.ready && current.opponent === $("opponent").value;
     $("status").textContent = known ? "Starting…"
-      : "Starting… (an opponent's first game on this server compiles it: up to half a minute)";
+      : "Starting… (an opponent's first game on this server compiles it: seconds)";
     const view = await api("/api/games", {
       game: $("game").value,
       kwargs: sizeValues(),
