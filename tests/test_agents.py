@@ -1,5 +1,5 @@
-"""Baseline and network agents: alpha-beta against exact referees and a plain negamax, greedy's
-rules, MCTS, spec parsing, every kind jittable and vmappable, and azjax-eval --ladder."""
+"""Baseline and network agents against exact references and their rules; specs; every kind
+jitted and vmapped; azjax-eval --ladder."""
 
 from __future__ import annotations
 
@@ -31,13 +31,8 @@ def _choose(agent, states, key, optimised: bool = False):
     return np.asarray(choose(*args))
 
 
-# ----------------------------------------------------------------------------- alpha-beta
-
-
 def test_alphabeta_plays_perfect_tictactoe():
-    """alphabeta:9 searches to the end: in positions of every ply, for X and for O, its move
-    is a best one by the exact labels (tests/test_referees.py checks them all by minimax),
-    the soonest win or the latest loss."""
+    """At every ply, for X and O, alphabeta:9 plays a best move by the exact labels."""
     game, positions = games.make("tictactoe"), referees.TICTACTOE.load()[1::45]
     assert {p.ply for p in positions} == set(range(1, 9))
     states = referees.replay(game, positions)
@@ -46,8 +41,7 @@ def test_alphabeta_plays_perfect_tictactoe():
 
 
 def test_alphabeta_is_exact_with_repeated_turns():
-    """Dots and Boxes 2x2 endgames (a box completed keeps the turn), searched to the end: the
-    chosen line's result is the best by the exact solver (tests/test_referees.py checks it)."""
+    """2x2 Dots and Boxes endgames (a box keeps the turn): the best result by the solver."""
     game = games.make("dots_and_boxes", rows=2, cols=2)
     solution = referees.DotsAndBoxesSolution.of(2, 2)
     states = _live_states(game, jax.random.key(3), 12, 12)
@@ -63,22 +57,18 @@ def test_alphabeta_is_exact_with_repeated_turns():
 
 
 def _negamax(game, states, depth: int):
-    """Reference search without pruning: every action expanded `depth` plies (vmapped), values
-    backed up by negamax (negated only when the player to move changes). Returns [N, A]
-    values of each action for the player to move (-inf for illegal ones)."""
-    num = game.num_actions
-    mover = states.current_player
-    step = jax.vmap(jax.vmap(game.step, (None, 0)), (0, None))
-    children = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), step(states, jnp.arange(num)))
-    movers = jnp.repeat(mover, num)
-    reward = children.rewards[jnp.arange(movers.shape[0]), movers]
-    final = jax.vmap(agents.terminal_value)(children, movers) + jnp.sign(reward) * depth
+    """[N, A] action values for the mover, every action `depth` plies deep, no pruning."""
+    num, step = game.num_actions, jax.vmap(jax.vmap(game.step, (None, 0)), (0, None))
+    kids = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), step(states, jnp.arange(num)))
+    movers = jnp.repeat(states.current_player, num)
+    reward = kids.rewards[jnp.arange(movers.shape[0]), movers]
+    final = jax.vmap(agents.terminal_value)(kids, movers) + jnp.sign(reward) * depth
     if depth == 1:
-        below = jax.vmap(game.heuristic)(children, movers)
+        below = jax.vmap(game.heuristic)(kids, movers)
     else:
-        value = _negamax(game, children, depth - 1).max(-1)
-        below = jnp.where(children.current_player == movers, value, -value)
-    values = jnp.where(children.terminated, final, below).reshape(-1, num)
+        value = _negamax(game, kids, depth - 1).max(-1)
+        below = jnp.where(kids.current_player == movers, value, -value)
+    values = jnp.where(kids.terminated, final, below).reshape(-1, num)
     return jnp.where(states.legal_action_mask, values, -jnp.inf)
 
 
@@ -91,9 +81,6 @@ def test_alphabeta_equals_plain_negamax(name, kwargs):
     values = np.asarray(jax.jit(_negamax, static_argnums=(0, 2))(game, states, 3))
     moves = _choose(agents.make("alphabeta:3", game), states, jax.random.key(15))
     np.testing.assert_array_equal(values[np.arange(len(moves)), moves], values.max(-1))
-
-
-# ----------------------------------------------------------------------------- greedy
 
 
 @pytest.mark.parametrize("name", ["tictactoe", "connect4"])
@@ -142,9 +129,6 @@ def test_greedy_and_pure_mcts_beat_random(spec, name, num_games):
     assert r.score >= 0.75, r
 
 
-# ----------------------------------------------------------------------------- pure MCTS
-
-
 @pytest.mark.parametrize("spec", ["greedy", "alphabeta:1"])
 def test_ties_are_broken_at_random(spec):
     # A first line of Dots and Boxes closes nothing and gives nothing away: every move ties.
@@ -182,9 +166,6 @@ def test_rollout_value_is_from_the_movers_view():
     assert {float(evaluate(None, one, jax.random.key(k))[1][0]) for k in range(12)} == {1.0, 0.0}
 
 
-# ----------------------------------------------------------------------------- specs
-
-
 def test_bad_specs_and_missing_or_foreign_checkpoints_are_refused(tmp_path, tiny_run):
     game = games.make("tictactoe")
     cases = [
@@ -207,32 +188,30 @@ def test_bad_specs_and_missing_or_foreign_checkpoints_are_refused(tmp_path, tiny
 
 
 def test_spec_parsing():
-    assert agents.parse_spec("alphabeta:4") == agents.Spec("alphabeta", number=4)
-    assert agents.parse_spec("search:runs/x@120:64") == agents.Spec(
-        "search", number=64, workdir="runs/x", step=120
-    )
-    assert agents.parse_spec("policy:runs/a@b/") == agents.Spec("policy", workdir="runs/a@b/")
-    with pytest.raises(ValueError, match="policy needs an integer >= 0 STEP, got 'b'"):
-        agents.parse_spec("policy:runs/a@b")  # without the slash, b stands where STEP does
-    assert agents.parse_spec("search:runs/x") == agents.Spec("search", workdir="runs/x")
-    # policy takes no SIMS: a trailing :N is refused naming the search that takes it, and a
-    # WORKDIR truly named x:8 is reached with a trailing slash, as x@y is
-    with pytest.raises(ValueError, match="policy takes no SIMS, got 8; search:runs/x:8 searches"):
-        agents.parse_spec("policy:runs/x:8")
-    assert agents.parse_spec("policy:runs/x:8/") == agents.Spec("policy", workdir="runs/x:8/")
-    # zoo names may hold dots and dashes; spaces around a spec are dropped
-    assert agents.parse_spec("zoo:c4.v2-b:16") == agents.Spec("zoo", number=16, model="c4.v2-b")
-    assert agents.parse_spec(" random\n") == agents.Spec("random")
+    spec = agents.Spec
+    cases = {
+        "alphabeta:4": spec("alphabeta", number=4),
+        "search:runs/x@120:64": spec("search", number=64, workdir="runs/x", step=120),
+        "search:runs/x": spec("search", workdir="runs/x"),
+        "policy:runs/a@b/": spec("policy", workdir="runs/a@b/"),  # a trailing / keeps @ and :
+        "policy:runs/x:8/": spec("policy", workdir="runs/x:8/"),
+        "zoo:c4.v2-b:16": spec("zoo", number=16, model="c4.v2-b"),
+        " random\n": spec("random"),
+    }
+    assert {text: agents.parse_spec(text) for text in cases} == cases
     assert specs.parse_source("zoo:c4.v2-b") == specs.Source("zoo", "c4.v2-b")
+    for bad, message in [
+        ("policy:runs/a@b", "policy needs an integer >= 0 STEP, got 'b'"),
+        ("policy:runs/x:8", "policy takes no SIMS, got 8; search:runs/x:8 searches"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            agents.parse_spec(bad)
     with pytest.raises(ValueError, match="no run directory before @3"):
         specs.parse_source("@3")
     assert specs.check_simulations(specs.MAX_SIMULATIONS, "--simulations") == 100_000
     for beside in (0, specs.MAX_SIMULATIONS + 1):
         with pytest.raises(ValueError, match=r"--simulations must be in \[1, 100000\]"):
             specs.check_simulations(beside, "--simulations")
-
-
-# ----------------------------------------------------------------------------- networks
 
 
 @pytest.fixture(scope="module")
@@ -246,8 +225,7 @@ def tiny_run(tmp_path_factory):
     "spec", ["random", "greedy", "alphabeta:2", "policy:RUN", "search:RUN@1:4"]
 )
 def test_every_agent_is_jittable_and_vmappable(spec, tiny_run):
-    """Legal moves from the vmapped move function, and the same move from the agent jitted on
-    one state, as the README shows; every checkpoint of a run shares one move function."""
+    """Legal moves vmapped, the same move jitted on one state; checkpoints share one function."""
     game = games.make("tictactoe")
     agent = agents.make(spec.replace("RUN", str(tiny_run)), game)
     states = _live_states(game, jax.random.key(11), 4, 6, stride=3)
@@ -261,8 +239,7 @@ def test_every_agent_is_jittable_and_vmappable(spec, tiny_run):
 
 
 def test_an_untrained_looking_checkpoint_is_played_with_a_warning(tiny_run, tmp_path, capsys):
-    """A checkpoint whose net answers the same everywhere (all parameters 0) still plays, with
-    a warning naming what is constant; a live one plays without."""
+    """A constant net (all parameters 0) plays with a warning naming what is constant."""
     game = games.make("tictactoe")
     write_tiny_run(tmp_path / "dead", steps=(1,), dead=True)
     agent = agents.make(f"policy:{tmp_path / 'dead'}", game)
@@ -320,8 +297,7 @@ def test_ladder_of_a_run(tiny_run, tmp_path, capsys):
 
 
 def test_ladder_of_exported_models(tiny_run, tmp_path, capsys):
-    """A folder of azjax-export files is rated like a run, in the order of the cards' iterations;
-    `policy:FILE.azjax` / `search:FILE.azjax` play one model file."""
+    """A folder of model files is rated like a run, by the cards' iterations; a spec plays one."""
     from azjax import export
 
     models = tmp_path / "models"
