@@ -1,5 +1,5 @@
-"""The residual policy/value network: shapes, ranges, precision, no batch statistics, and the
-CPU convolution's gradients."""
+"""The residual policy/value network: shapes, ranges, no batch statistics, bfloat16 compute, and
+the CPU convolution's gradients."""
 
 from __future__ import annotations
 
@@ -10,25 +10,18 @@ import pytest
 from helpers import random_trajectories
 
 import games
-from azjax.network import NetworkConfig, init_params, make_network
+from azjax.network import NetworkConfig, _cpu_conv, _native_conv, init_params, make_network
 from azjax.search import network_evaluator
 
 
-def observations(game, batch, seed=0):
-    _, states = random_trajectories(game, jax.random.key(seed), batch, 6)
-    last = jax.tree.map(lambda x: x[-1], states)
-    return jax.vmap(game.observe)(last), last
-
-
-@pytest.mark.parametrize(
-    "name,kwargs", [("connect4", {}), ("dots_and_boxes", {"rows": 2, "cols": 3})]
-)
-def test_shapes_ranges_and_a_pure_apply(name, kwargs):
-    game = games.make(name, **kwargs)
+def test_shapes_ranges_precision_and_a_pure_apply():
+    """Connect Four (a board that is not square), in float32 and bfloat16 compute."""
+    game = games.make("connect4")
     net = make_network(game, NetworkConfig(blocks=1, channels=8))
     params = init_params(net, game, jax.random.key(0))
     assert set(params) == {"params"}  # no batch_stats collection
-    obs, states = observations(game, 6)
+    states = jax.tree.map(lambda x: x[-1], random_trajectories(game, jax.random.key(0), 6, 6)[1])
+    obs = jax.vmap(game.observe)(states)
     apply = jax.jit(net.apply)
     logits, value = apply(params, obs)
     assert logits.shape == (6, game.num_actions) and logits.dtype == jnp.float32
@@ -39,27 +32,18 @@ def test_shapes_ranges_and_a_pure_apply(name, kwargs):
     one_logits, one_value = apply(params, obs[:1])
     np.testing.assert_allclose(one_logits[0], logits[0], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(one_value[0], value[0], rtol=1e-4, atol=1e-4)
-    # The evaluator observes the states itself.
     for a, b in zip(network_evaluator(net)(params, states, None), (logits, value), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # However large the value layer's output, the value stays in [-1, 1] (a tanh).
     large = jax.tree.map(lambda x: x + 50.0 if x.shape == (1,) else x, params)  # its one bias
-    value = apply(large, obs)[1]
-    assert bool(jnp.all((value > 0.99) & (value <= 1.0)))
-
-
-def test_bfloat16_compute_keeps_float32_params_and_outputs():
-    game = games.make("tictactoe")
-    f32 = make_network(game, NetworkConfig(blocks=1, channels=8))
+    value_large = apply(large, obs)[1]
+    assert bool(jnp.all((value_large > 0.99) & (value_large <= 1.0)))
+    # bfloat16 compute: the same float32 parameters, float32 outputs, close values.
     bf16 = make_network(game, NetworkConfig(blocks=1, channels=8, dtype="bfloat16"))
-    params = init_params(bf16, game, jax.random.key(3))
-    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
-    obs, _ = observations(game, 6, seed=4)
     logits16, value16 = jax.jit(bf16.apply)(params, obs)
-    logits32, value32 = jax.jit(f32.apply)(params, obs)
     assert logits16.dtype == jnp.float32 and value16.dtype == jnp.float32
-    np.testing.assert_allclose(logits16, logits32, atol=0.1)
-    np.testing.assert_allclose(value16, value32, atol=0.1)
+    np.testing.assert_allclose(logits16, logits, atol=0.1)
+    np.testing.assert_allclose(value16, value, atol=0.1)
 
 
 def test_errors_name_the_bad_value():
@@ -74,10 +58,8 @@ def test_errors_name_the_bad_value():
 
 
 def test_cpu_convolution_matches_the_native_one_in_values_and_gradients():
-    """On the CPU `_Conv3x3` runs the native convolution forward with im2col's gradients; both
-    must equal the native convolution's own (inside a scan, where the training step runs it)."""
-    from azjax.network import _cpu_conv, _native_conv
-
+    """On the CPU the convolution runs natively forward with im2col's gradients: both equal the
+    native convolution's own (inside a scan, as in the training step)."""
     x = jax.random.normal(jax.random.key(0), (3, 6, 7, 5))
     kernel = jax.random.normal(jax.random.key(1), (3, 3, 5, 4))
     target = jax.random.normal(jax.random.key(2), (3, 6, 7, 4))
