@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import random
 import sys
 
 import jax
@@ -118,7 +117,7 @@ def _column_scores(moves: tuple[int, ...]) -> tuple[int | None, ...]:
     return tuple(line and line[0] * (22 - (len(moves) + line[1] + 1) // 2) for line in lines)
 
 
-def test_the_connect4_set_covers_the_game_and_wins_at_once_are_best(positions):
+def test_the_connect4_sets_cover_the_game_and_match_a_brute_force(positions, groups):
     assert len(positions) >= 200 and len({p.moves for p in positions}) == len(positions)
     assert {p.phase for p in positions} == {"opening", "middle", "late"}
     assert {p.value for p in positions} == {-1, 0, 1}
@@ -134,12 +133,11 @@ def test_the_connect4_set_covers_the_game_and_wins_at_once_are_best(positions):
                 assert p.scores[col] > 0 and col in p.best_moves, p.moves
                 checked += 1
     assert checked > 10
-
-
-def test_late_connect4_labels_match_a_brute_force(positions):
-    late = [p for p in positions if p.ply >= 30]
-    assert len(late) >= 10
-    for p in late:
+    late = [p for p in positions if p.ply >= 30] + [p for p in groups["end-easy"] if p.ply >= 32][
+        :60
+    ]
+    assert len(late) >= 70
+    for p in late:  # the solver set's and Pons' late labels by brute force
         assert _column_scores(p.moves) == p.scores, p.moves
 
 
@@ -154,7 +152,7 @@ def test_the_connect4_scripts_name_the_missing_solver(script, tmp_path, monkeypa
     assert not (tmp_path / "x.json").exists()
 
 
-def test_accuracy_of_perfect_worst_and_random_agents(c4, positions):
+def test_accuracy_of_perfect_and_random_agents(c4, positions):
     key = jax.random.key(0)
     perfect = lookup_agent(c4, positions, lambda p: p.best_moves[-1])
     acc = referees.accuracy(c4, perfect, key)  # the shipped set by default
@@ -163,12 +161,7 @@ def test_accuracy_of_perfect_worst_and_random_agents(c4, positions):
     def legal(p):
         return [c for c, s in enumerate(p.scores) if s is not None]
 
-    worst = lookup_agent(c4, positions, lambda p: min(legal(p), key=lambda c: p.scores[c]))
-    acc = referees.accuracy(c4, worst, key, positions)
-    assert acc.best_move == np.mean([len({p.scores[c] for c in legal(p)}) == 1 for p in positions])
-    assert acc.keeps_result == np.mean([all(map(p.keeps_result, legal(p))) for p in positions])
-    # A uniformly random agent scores what the labels expect of one, in batches or not (each
-    # position keeps its key) and `progress` hears of every position once.
+    # A random agent scores what the labels expect, batched or not; `progress` hears of each.
     rand, told = agents.make("random", c4), []
     runs = [referees.accuracy(c4, rand, jax.random.key(s), positions) for s in range(4)]
     assert referees.accuracy(c4, rand, jax.random.key(3), positions, 7, told.append) == runs[3]
@@ -201,16 +194,13 @@ SCORES = [-2, -1, 0, 1, 0, -1, -2]  # the empty board's
     [
         (None, "no Connect4 position set at {}; run scripts/make_connect4_positions.py"),
         (b"{not json", "not a readable JSON position file"),
-        (b"\xff\xfe\x00binary", "not a readable JSON position file"),
         (b'[{"moves": "", "scores": []}]', 'expected an object with a "positions" list'),
         (b'{"positions": [{"moves": "abc", "scores": []}]}', "are not a list of actions"),
         (b'{"positions": [{"moves": "99", "scores": []}]}', "move 9 at ply 0 is illegal"),
-        (b'{"positions": [{"moves": [0, true], "scores": []}]}', "are not a list of actions"),
         (b'{"positions": [3]}', 'position 0: expected {"moves"'),
         (b'{"positions": [{"moves": "", "scores": [1.5]}]}', "scores must be integers or null"),
         (b'{"positions": [{"moves": "", "scores": [1, 2]}]}', "has bad scores (1, 2)"),
         ("0000000", "move 0 at ply 6 is illegal"),  # the seventh stone in column 0
-        ("00000000", "move 0 at ply 6 is illegal"),  # the first illegal move is named
         ("01010101", "move 1 at ply 7 is illegal"),  # a move after the first player won
         ("0101010", "positions finished or not labelled"),  # the won position itself
     ],
@@ -239,36 +229,19 @@ def test_remaining_moves_and_group_bounds():
 
 
 def test_groups_match_a_brute_force_count_of_the_moves_left():
-    """Late shipped positions (read as they are: load_groups files them by the formula under
-    test), and random positions ten or eleven moves from full, by exhaustive search."""
+    """Late shipped positions, read as they are (load_groups files them by the formula)."""
     data = json.loads(referees.PONS_PATH.read_text())
     shipped = CONNECT4.parse({"positions": data["groups"]["end-easy"]})
-    rng, kinds = random.Random(0), set()
+    kinds = set()
     for p in [p for p in shipped if p.ply >= 32][:60]:
         result, left = _perfect(*_bitboards(p.moves))
         assert (p.value, referees.remaining_moves(p.ply, p.best)) == (result, left), p.moves
         assert referees.group(p.ply, p.best) == "end-easy"
-        assert _column_scores(p.moves) == p.scores, p.moves
         kinds.add((result, p.ply % 2))
     assert kinds == set(itertools.product((1, 0, -1), (0, 1)))  # all six covered
-    checked = 0
-    while checked < 40:
-        moves, heights = [], [0] * COLS
-        while len(moves) < 31 + checked % 2:  # both movers
-            col = rng.choice([c for c in range(COLS) if heights[c] < ROWS])
-            moves.append(col)
-            heights[col] += 1
-        mine, mask = _bitboards(tuple(moves))
-        if _aligned(mine) or _aligned(mine ^ mask):
-            continue
-        result, plies = _perfect(mine, mask)
-        end = len(moves) + plies  # stones on the board at the end
-        score = result * (22 - (end + 1) // 2)  # 22 - the winner's stones at the win
-        assert referees.remaining_moves(len(moves), score) == plies, (moves, score, plies)
-        checked += 1
 
 
-def test_shipped_groups(groups, c4):
+def test_shipped_groups(groups):
     data = json.loads(referees.PONS_PATH.read_text())
     assert list(groups) == list(referees.GROUPS)
     assert data["counts"] == {name: len(ps) for name, ps in groups.items()}
@@ -280,13 +253,6 @@ def test_shipped_groups(groups, c4):
     # Hard begins span their plies; easy ones are wins and losses (no draw ends that soon).
     assert {p.ply for p in groups["begin-hard"]} == set(range(14))
     assert {p.value for p in groups["begin-easy"]} == {-1, 1}
-    # Mistake rates are the scorer's of the agent's moves, group after group.
-    some = {name: ps[:3] for name, ps in groups.items()}
-    flat, rand = [p for ps in some.values() for p in ps], agents.make("random", c4)
-    key = jax.random.key(1)
-    moves = referees.agent_moves(c4, rand, key, flat)
-    rates = referees.mistake_rates(c4, rand, key, some, batch_size=5)
-    assert rates == referees.score_mistakes(some, moves)
 
 
 def test_a_misfiled_pons_group_is_refused(tmp_path):
@@ -331,7 +297,8 @@ def test_cli_scores_connect4_and_pons_and_keeps_finished_batches(
     flat = [p for g in groups.values() for p in g]
     moves = referees.agent_moves(c4, rand, jax.random.fold_in(key, 1), flat, 640)
     if not stop_after:
-        assert data["pons"] == referees.score_mistakes(groups, moves).to_dict()
+        rates = referees.mistake_rates(c4, rand, jax.random.fold_in(key, 1), groups, 640)
+        assert data["pons"] == rates.to_dict()
         assert all(0 < r["mistake_rate"] < 1 for r in data["pons"].values())
         return
     done, planned = len(positions) + 640 * (stop_after - 1), len(positions) + len(flat)
@@ -430,19 +397,13 @@ def test_the_zoo_model_keeps_the_result_in_every_position(ttt_positions, spec, m
 # ----------------------------------------------------------------------------- Dots and Boxes
 
 
-@functools.cache
 def _box_masks(rows: int, cols: int) -> tuple[int, ...]:
-    """Each box's four sides as bits of their actions, found by the dots they join: horizontal
-    lines (r, c)-(r, c + 1) row-major, then vertical lines (r, c)-(r + 1, c) row-major."""
-    lines = [((r, c), (r, c + 1)) for r in range(rows + 1) for c in range(cols)]
-    lines += [((r, c), (r + 1, c)) for r in range(rows) for c in range(cols + 1)]
-    index = {frozenset(line): i for i, line in enumerate(lines)}
-    masks = []
-    for r, c in itertools.product(range(rows), range(cols)):
-        corners = [(r, c), (r, c + 1), (r + 1, c + 1), (r + 1, c)]
-        sides = [index[frozenset((corners[k], corners[(k + 1) % 4]))] for k in range(4)]
-        masks.append(sum(1 << s for s in sides))
-    return tuple(masks)
+    """Each box's sides as action bits: horizontal lines row-major, then vertical ones."""
+    h = (rows + 1) * cols
+    boxes = itertools.product(range(rows), range(cols))
+    return tuple(
+        1 << r * cols + c | 1 << (r + 1) * cols + c | 3 << h + r * (cols + 1) + c for r, c in boxes
+    )
 
 
 class Minimax:
@@ -542,10 +503,7 @@ def dab_positions():
 
 
 def test_the_dots_and_boxes_set_covers_the_game(dab_positions):
-    data = json.loads(DOTS_AND_BOXES.path.read_text())
-    assert [e["phase"] for e in data["positions"]] == [p.phase for p in dab_positions]
-    assert len(dab_positions) >= 250
-    assert len({p.moves for p in dab_positions}) == len(dab_positions)
+    assert len(dab_positions) >= 250 and len({p.moves for p in dab_positions}) == len(dab_positions)
     assert all(sum(p.phase == ph for p in dab_positions) >= 80 for ph in ("opening", "late"))
     assert max(p.ply for p in dab_positions) >= 20
     assert all(len({s for s in p.scores if s is not None}) > 1 for p in dab_positions)
