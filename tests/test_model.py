@@ -18,7 +18,7 @@ from helpers import ROOT, write_tiny_run
 from starlette.testclient import TestClient
 
 import games
-from azjax import agents, checkpoint, export, model, resume, specs, zoo
+from azjax import agents, export, model, resume, specs, zoo
 from azjax.cli import evaluate, play
 from azjax.cli import export as export_cli
 from azjax.cli.train import summary
@@ -132,13 +132,10 @@ def test_spec_numbers_are_bounded_where_parsed():
         ("policy:runs/x@99999999999", "policy needs STEP <= 2147483647"),
         # not integers: named as the STEP or SIMS they stand for, not taken into the path
         ("search:runs/x@abc:8", "search needs an integer >= 0 STEP, got 'abc'"),
-        ("search:runs/x@", "search needs an integer >= 0 STEP, got ''"),
         ("zoo:tictactoe:abc", "zoo needs a positive integer SIMS, got 'abc'"),
-        ("alphabeta:x", "alphabeta needs a positive integer DEPTH, got 'x'"),
         # policy and policy-zoo take no SIMS: a trailing :N is refused, not taken into the name
         ("policy-zoo:tictactoe:8", "policy-zoo takes no SIMS, got 8; zoo:tictactoe:8 searches"),
         ("policy:zoo:ttt:8", "policy takes no SIMS, got 8; search:zoo:ttt:8 searches"),
-        ("policy:x.azjax:abc", "policy takes no SIMS, got 'abc' after the last ':'"),
     ]:
         with pytest.raises(ValueError, match=message):
             specs.parse_spec(spec)
@@ -151,44 +148,11 @@ def test_spec_numbers_are_bounded_where_parsed():
         specs.parse_source("runs/x@abc")
 
 
-def test_a_workdir_named_like_a_spec_number_is_reached_with_a_slash(sources, tmp_path, capsys):
-    named = shutil.copytree(sources["run"], tmp_path / "ttt:8@3")  # a directory, not SIMS or STEP
-    agent = agents.make(f"policy:{named}/", TTT)
-    assert agent.name == f"policy:{named}/@2"  # a name that reads back as the same checkpoint
-    with pytest.raises(ValueError, match=r"policy takes no SIMS, got '8@3' .* written .*ttt:8@3/"):
-        agents.make(f"policy:{named}", TTT)
-    # A model source takes no SIMS: where RUN exists and RUN:8 does not, the agent spec is named.
-    run = shutil.copytree(sources["run"], tmp_path / "ttt")
-    meant = rf"takes no SIMS, got 8 \(the agent spec search:{run}:8 searches {run} with 8"
-    for door in (model.load, model.game_of):
-        with pytest.raises(ValueError, match=meant):
-            door(f"{run}:8")
-    assert export_cli.main([f"{run}:8", "--out", str(tmp_path / "m.azjax")]) == 2
-    assert "a model source takes no SIMS, got 8" in capsys.readouterr().err
-    with pytest.raises(
-        ValueError, match=r"takes no SIMS, got 4 \(the agent spec zoo:ttt:4 searches"
-    ):
-        model.load("zoo:ttt:4")
-    # Where RUN:8 is a directory too, it is the run loaded.
-    shutil.copytree(sources["run"], tmp_path / "ttt:8")
-    assert model.load(f"{run}:8").name == f"{run}:8@2"
-    with pytest.raises(checkpoint.CheckpointError, match=r"no checkpoint in .*/elsewhere:8 \(exp"):
-        model.load(str(tmp_path / "elsewhere:8"))  # nothing there either: the usual message
-
-
-def test_huge_simulation_counts_stop_the_commands_with_one_line(sources, tmp_path, capsys):
+def test_huge_simulation_counts_stop_the_commands_with_one_line(sources, capsys):
     args = ["--game", "tictactoe", "--a", "zoo:ttt:3000000000", "--b", "random", "--games", "2"]
     assert evaluate.main(args) == 2
     err = capsys.readouterr().err
     assert "zoo needs SIMS <= 100000, got 3000000000" in err and "Traceback" not in err
-    model_file = shutil.copy(sources["file"], tmp_path / "m.azjax")
-    card = export.read_card(model_file)
-    assert export_cli.main(["--card-only", str(model_file), "--simulations", "99999999999"]) == 2
-    err = capsys.readouterr().err
-    assert (
-        err == "azjax-export: --simulations must be in [1, 100000] simulations, got 99999999999\n"
-    )
-    assert export.read_card(model_file) == card  # untouched
 
 
 def test_zoo_models_play_the_moves_recorded_before_the_door(monkeypatch):
@@ -254,9 +218,6 @@ def test_azjax_export_takes_every_kind_of_source(sources, tmp_path, capsys):
     assert "names its step already: drop --step 1" in capsys.readouterr().err
     assert export_cli.main([f"{run}@1", "--out", str(tmp_path / "one.azjax")]) == 0
     assert export.read_card(tmp_path / "one.azjax")["iteration"] == 1
-    before = zoo.card("ttt")
-    assert export_cli.main(["--card-only", "zoo:ttt", "--device", "2 CPU cores"]) == 2
-    assert "copy" in capsys.readouterr().err and zoo.card("ttt") == before  # refused, untouched
     zoo_file = str(model.model_file("zoo:ttt"))  # how figures are filed in the zoo
     assert export_cli.main(["--card-only", zoo_file, "--device", "2 CPU cores"]) == 0
     assert zoo.card("ttt")["device"] == "2 CPU cores"
