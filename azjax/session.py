@@ -3,12 +3,13 @@
 `Session` is what the terminal (`azjax-play`) and the browser server (`azjax.web`) play through.
 Agents and analyses are made once per (game, spec) and kept in small LRU caches; network
 parameters are arguments of the compiled functions, so every checkpoint of one network shape
-shares one compilation. `prepare` compiles an opponent (with its analysis, side by side) once,
-whoever asks first; the others wait for it rather than compile it again.
+shares one compilation. `prepare` compiles an opponent once, whoever asks first (the others
+wait for it rather than compile it again), and its analysis beside it without waiting.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import concurrent.futures
 import dataclasses
@@ -71,36 +72,57 @@ def default_opponent(game: games.Game) -> str:
     return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
 
 
-_PREPARED: set[tuple[games.Game, str, bool]] = set()
+_PREPARED: set[tuple[games.Game, str]] = set()  # agents compiled
+_ANALYSED: set[tuple[games.Game, str]] = set()  # their analyses compiled
+_ANALYSING: dict[tuple[games.Game, str], threading.Thread] = {}
 _LOCKS: collections.defaultdict[tuple[games.Game, str], threading.Lock] = collections.defaultdict(
     threading.Lock
 )
 
 
-def prepared(game: games.Game, spec: str, analyse: bool = False) -> bool:
-    """Whether `prepare(game, spec, analyse)` has run: the opponent's next move compiles nothing."""
-    return (game, spec, analyse) in _PREPARED or (game, spec, True) in _PREPARED
+def prepared(game: games.Game, spec: str) -> bool:
+    """Whether agent `spec` of `game` is compiled: its next move compiles nothing."""
+    return (game, spec) in _PREPARED
+
+
+def analysed(game: games.Game, spec: str) -> bool:
+    """Whether the analysis against `spec` is compiled (`reply` shows it from then on)."""
+    return (game, spec) in _ANALYSED
 
 
 def prepare(game: games.Game, spec: str, analyse: bool = False) -> None:
-    """Compile agent `spec` of `game`, its rules and, with `analyse`, its analysis, in threads
-    side by side (XLA compiles without the GIL), by playing each once from the start. Once per
-    (game, spec): a second caller waits for the first. ValueError as `compiled_agent`."""
+    """Compile agent `spec` of `game` and the rules by playing them once from the start, and
+    with `analyse` the analysis in a thread beside them (XLA compiles without the GIL) that the
+    caller does not wait for. Once per (game, spec): a second caller waits for the first.
+    ValueError as `compiled_agent`."""
+    init, step = _rules(game)
+    state, key = init(jax.random.key(0)), jax.random.key(0)
+
+    def analyse_once() -> None:
+        try:
+            compiled_analysis(game, spec)(state, key)
+            _ANALYSED.add((game, spec))
+        except ValueError:  # the agent's compile reports it
+            pass
+
     with _LOCKS[game, spec]:
-        if prepared(game, spec, analyse):
+        if analyse and (game, spec) not in _ANALYSING:
+            _ANALYSING[game, spec] = threading.Thread(target=analyse_once, daemon=True)
+            _ANALYSING[game, spec].start()
+        if (game, spec) in _PREPARED:
             return
-        init, step = _rules(game)
-        state, key = init(jax.random.key(0)), jax.random.key(0)
-        jobs = [
-            lambda: compiled_agent(game, spec)(state, key),
-            lambda: step(state, game.legal_actions(state)[0]),
-        ]
-        if analyse:
-            jobs.append(lambda: compiled_analysis(game, spec)(state, key))
-        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
-            for done in [pool.submit(job) for job in jobs]:
-                done.result()
-        _PREPARED.add((game, spec, analyse))
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            moved = pool.submit(compiled_agent(game, spec), state, key)
+            step(state, game.legal_actions(state)[0])
+            moved.result()
+        _PREPARED.add((game, spec))
+
+
+@atexit.register
+def _finish_analyses() -> None:
+    """A compile still running while the interpreter tears JAX down crashes the process."""
+    for thread in list(_ANALYSING.values()):
+        thread.join()
 
 
 @functools.cache
@@ -176,13 +198,17 @@ class Session:
 
     def reply(self, analyse: bool = False) -> list[Ply]:
         """The agent's moves until the person's turn or the end; with `analyse`, `analysis`
-        holds the agent's analysis of the position before its last move."""
+        holds the agent's analysis of the position before its last move (None while the
+        analysis compiles)."""
         plies = []
         if not self.over and not self.human_to_move:
             prepare(self.game, self.opponent, analyse)
         while not self.over and not self.human_to_move:
-            if analyse:
+            if analyse and analysed(self.game, self.opponent):
                 self.analysis = self.advice()
+            elif analyse:  # not compiled yet: the move now, the analysis from a later one on
+                self._next_key()  # the keys, and so the moves, as if analysed
+                self.analysis = None
             plies.append(self._push(self.agent(self.state, self._next_key()), "agent"))
         return plies
 

@@ -209,7 +209,10 @@ def test_checkpoint_opponents_and_their_analysis(runs):
     path = runs / "group" / "ttt"
     with TestClient(create_app(str(runs), analyse=True)) as c:
         for kind, own in (("policy", False), ("search", True)):
-            view = new_game(c, human=1, opponent=f"{kind}:{path}@2", seed=4)
+            ttt, spec = games.make("tictactoe"), f"{kind}:{path}@2"
+            session.prepare(ttt, spec, analyse=True)  # the analysis compiles beside the agent
+            session._ANALYSING[ttt, spec].join()  # and shows from the first move once compiled
+            view = new_game(c, human=1, opponent=spec, seed=4)
             first = view["analysis"]
             assert view["analyst"] == first["source"] == f"the network of {path}@2 with search"
             assert first["own"] is own and first["played"] == view["moves"][0]["notation"]

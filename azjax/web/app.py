@@ -271,7 +271,7 @@ def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> No
             pass
 
     for pair in pairs:
-        if not prepared(*pair, analyse) and not (pair in _WARMING and _WARMING[pair].is_alive()):
+        if not prepared(*pair) and not (pair in _WARMING and _WARMING[pair].is_alive()):
             _WARMING[pair] = threading.Thread(target=run, args=pair, daemon=True, name="warm")
             _WARMING[pair].start()
 
@@ -387,7 +387,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         "kwargs": entry.kwargs,
         "opponent": session.opponent,
         "analyst": session.analyst,
-        "ready": prepared(game, session.opponent, analyse),
+        "ready": prepared(game, session.opponent),
         "human": session.human,
         "players": game.players,
         "ply": plies,
@@ -488,7 +488,7 @@ def create_app(
 
     async def warm(request: Request) -> Response:
         data, game = await offered(request)
-        ready_now = prepared(game, data["opponent"], analyse)
+        ready_now = prepared(game, data["opponent"])
         if not ready_now:
             warm_in_background([(game, data["opponent"])], analyse)
         return JSONResponse({"ready": ready_now}, status_code=200 if ready_now else 202)
