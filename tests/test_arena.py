@@ -66,10 +66,9 @@ def _constant(action: int):
 
 @functools.cache
 def _by_colour(as_first: int, as_second: int):
-    def fn(params, state, key):
-        return jnp.where(state.current_player == 0, as_first, as_second).astype(jnp.int32)
-
-    return fn
+    return lambda params, state, key: jnp.int32(
+        jnp.where(state.current_player, as_second, as_first)
+    )
 
 
 def _random(params, state, key):
@@ -80,7 +79,7 @@ def _higher_wins(moves):
     return jnp.sign(moves[0] - moves[1]).astype(jnp.float32)
 
 
-HIGHER = _Rigged((0, 1), _higher_wins)
+HIGHER, TTT = _Rigged((0, 1), _higher_wins), games.make("tictactoe")
 
 
 @pytest.mark.parametrize("num_games", [1, 7])
@@ -158,27 +157,22 @@ def test_random_openings_are_shared_by_each_pair_of_games():
 
 
 def test_repeated_games_are_counted_once_in_the_interval():
-    a, b = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b")
-    r = arena.match(HIGHER, a, b, 40, jax.random.key(4), batch_size=8)
+    a, b, key = Agent(_by_colour(3, 0), name="a"), Agent(_constant(2), name="b"), jax.random.key(4)
+    r = arena.match(HIGHER, a, b, 40, key, batch_size=8)
     assert r.distinct == 2 and r.to_dict()["distinct_games"] == 2
     same = Agent(_constant(2), name="same")  # the same moves in both colours: two games still
-    assert arena.match(HIGHER, same, b, 40, jax.random.key(4)).distinct == 2
+    assert arena.match(HIGHER, same, b, 40, key).distinct == 2
     assert (r.wins, r.losses) == (20, 20) and r.interval == _interval(1, 0, 1)
     game = _Rigged((0, 1, 0, 1), _higher_wins, num_actions=8)
-    a = Agent(_random)
-    r = arena.match(game, a, a, 40, jax.random.key(5))
+    r = arena.match(game, Agent(_random), Agent(_random), 40, jax.random.key(5))
     assert r.distinct >= 36
     assert r.interval == pytest.approx(dataclasses.replace(r, distinct=None).interval, rel=0.1)
     low, high = dataclasses.replace(r, distinct=10).interval  # fewer games, a wider interval
     assert low < r.interval[0] and r.interval[1] < high
-
-
-def test_distinct_games_do_not_depend_on_the_batches():
     # The first free cell after a random ply: a replayed game is the same in any batch.
     first_free = Agent(lambda params, state, key: jnp.argmax(state.legal_action_mask), name="f")
-    game, key = games.make("tictactoe"), jax.random.key(6)
     for batch in (None, 8):  # the last batch of 8 padded
-        r = arena.match(game, first_free, first_free, 36, key, opening_moves=1, batch_size=batch)
+        r = arena.match(TTT, first_free, first_free, 36, key, opening_moves=1, batch_size=batch)
         assert 2 < r.distinct <= 18, (batch, r.distinct)
 
 
@@ -354,14 +348,7 @@ def _expected(ra: float, rb: float) -> float:
     return 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0))
 
 
-def test_fit_recovers_known_ratings():
-    true = {"random": 0.0, "a": 250.0, "b": 600.0, "c": 1100.0}
-    records = []
-    for x, y in itertools.combinations(true, 2):
-        wins = round(1_000_000 * _expected(true[x], true[y]))
-        records.append(arena.Record(x, y, wins, 0, 1_000_000 - wins))
-    assert arena.fit(records).ratings == pytest.approx(true, abs=0.5)
-    # Sampled results with draws: within 4 errors.
+def test_fit_recovers_known_ratings_within_four_errors():
     rng = np.random.default_rng(1)
     true = {"random": 0.0, "greedy": 200.0, "ab2": 450.0, "ab4": 700.0, "mcts": 900.0}
     records = []
@@ -436,8 +423,8 @@ def test_unbounded_unlinked_and_bad_records_are_refused():
 
 
 def test_gate_threshold():
-    def result(w, d, lost):
-        return arena.MatchResult(w, d, lost, (w, d, lost), (0, 0, 0))
-
-    assert arena.gate(result(55, 0, 45)) and arena.gate(result(50, 10, 40))  # 55 of 100
-    assert not arena.gate(result(54, 0, 46)) and arena.gate(result(54, 0, 46), threshold=0.5)
+    rs = [
+        arena.MatchResult(w, d, x, (w, d, x), (0, 0, 0)) for w, d, x in ((55, 0, 45), (50, 10, 40))
+    ]
+    rs.append(arena.MatchResult(54, 0, 46, (54, 0, 46), (0, 0, 0)))
+    assert [arena.gate(r) for r in rs] == [True, True, False] and arena.gate(rs[2], threshold=0.5)
