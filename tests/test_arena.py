@@ -245,7 +245,6 @@ def test_cli_refuses_bad_input_in_one_line_before_a_progress_bar(capsys):
     ttt, rr, both = ["--game", "tictactoe"], "--round-robin", ["--a", "random", "--b", "random"]
     cases = [
         ([*ttt, "--a", "alphabeta:x", "--b", "random"], "bad agent spec"),
-        ([*ttt, "--a", "random"], "--a needs --b"),
         (["--game", "go", *both], "unknown game 'go'"),
         (["--game", "othello", "--size", "size", *both], "KEY=VALUE"),
         (["--game", "othello", "--size", "size=7", *both], "size takes 6, 8"),
@@ -253,7 +252,6 @@ def test_cli_refuses_bad_input_in_one_line_before_a_progress_bar(capsys):
         ([*ttt, rr, "random"], "at least two specs"),
         ([*ttt, rr, "random,random"], "agent names must be distinct"),
         (["--game", "othello", "--solver", "random"], "Connect4"),
-        ([*ttt, *both, "--games", "0"], "--games"),
         ([*ttt, *both, "--batch", "0"], "--batch must be >= 1, got 0"),
         ([*ttt, *both, "--opening-moves", "-2"], "--opening-moves"),
     ]
@@ -282,9 +280,8 @@ def test_cli_round_robin_writes_json(tmp_path, monkeypatch):
     assert data["elo_stderr"] == pytest.approx(expected.stderr)
 
 
-@pytest.mark.parametrize("saved", [True, False], ids=["json", "no_json"])
 def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
-    saved, tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys
 ):
     calls = []
 
@@ -296,17 +293,14 @@ def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
     monkeypatch.setattr(cli, "check_interrupt", ctrl_c_in_the_second_match)
     out = tmp_path / "rr.json"
     argv = ["--game", "tictactoe", "--round-robin", "random,greedy,alphabeta:1"]
-    argv += ["--games", "4", "--batch", "4", "--quiet", *(["--json", str(out)] if saved else [])]
+    argv += ["--games", "4", "--batch", "4", "--quiet", "--json", str(out)]
     assert cli.main(argv) == INTERRUPTED
     printed, err = capsys.readouterr()
     table = printed.splitlines()
     assert len(table) == 2 and table[1].startswith("random vs greedy "), printed
-    assert err == f"azjax-eval: interrupted{f'; the finished matches are in {out}' * saved}\n"
-    if saved:
-        partial = json.loads(out.read_text())["partial"]
-        assert [(m["a"], m["b"], m["games"]) for m in partial] == [("random", "greedy", 4)]
-    else:
-        assert not out.exists()
+    assert err == f"azjax-eval: interrupted; the finished matches are in {out}\n"
+    partial = json.loads(out.read_text())["partial"]
+    assert [(m["a"], m["b"], m["games"]) for m in partial] == [("random", "greedy", 4)]
 
 
 def test_cli_writes_its_json_before_printing_and_notes_repeated_games(
@@ -330,11 +324,7 @@ def test_cli_writes_its_json_before_printing_and_notes_repeated_games(
     assert json.loads(out.read_text())["match"]["games"] == 6
 
 
-def test_cli_help_and_deep_alphabeta_warning(capsys):
-    """--help lists only the sizes a game takes; a deep alpha-beta is warned of before play."""
-    with pytest.raises(SystemExit):
-        cli.main(["--help"])
-    assert "othello: size 6, 8" in " ".join(capsys.readouterr().out.split())
+def test_cli_warns_of_a_deep_alphabeta(capsys):
     connect4, tictactoe = games.make("connect4"), games.make("tictactoe")
     cli._agent("alphabeta:12", connect4)
     err = capsys.readouterr().err
@@ -420,11 +410,3 @@ def test_unbounded_unlinked_and_bad_records_are_refused():
     for records, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             arena.fit(records, **kwargs)
-
-
-def test_gate_threshold():
-    rs = [
-        arena.MatchResult(w, d, x, (w, d, x), (0, 0, 0)) for w, d, x in ((55, 0, 45), (50, 10, 40))
-    ]
-    rs.append(arena.MatchResult(54, 0, 46, (54, 0, 46), (0, 0, 0)))
-    assert [arena.gate(r) for r in rs] == [True, True, False] and arena.gate(rs[2], threshold=0.5)
