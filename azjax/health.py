@@ -1,23 +1,18 @@
 """Run health: is the network still learning, or have its heads died?
 
 A network whose policy or value head dies (every unit of a small ReLU layer negative on every
-position) keeps training without error: its losses sit at the level of a constant prediction, and
-search with it plays only as well as search with a uniform prior. Two doors catch it:
-
-- `Monitor`, fed each iteration's metrics record by the training loop, reads the spread of the
-  value and policy outputs over the training batch (`train/value_std`, `train/policy_std`) and
-  whether the loss still moves, and names what is wrong. (The metrics also hold
-  `train/value_explained`, the fraction of the value targets' variance the net explains: a
-  learning curve, not a verdict, since early on a healthy net explains only a few percent.)
-- `check_network`, run when a trained network is loaded for play, looks at its outputs on
-  positions of random games.
+position) trains on without error, its losses at the level of a constant prediction. `Monitor`
+reads each iteration's spread of the value and policy outputs over the training batch
+(`train/value_std`, `train/policy_std`) and whether the loss still moves; `check_network`, run
+when a trained network is loaded for play, looks at its outputs on random games' positions.
+(`train/value_explained`, the fraction of the value targets' variance the net explains, is a
+learning curve, not a verdict: early on a healthy net explains only a few percent.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import deque
 from typing import Any
 
 import jax
@@ -33,21 +28,17 @@ CONSTANT = 1e-3  # an output spread (standard deviation over positions) below th
 
 @dataclasses.dataclass
 class Monitor:
-    """Judges the last `window` trained iterations; `update(record)` returns the problems found.
-
-    `update` adds `health/ok` (1 or 0) to the record, and `health` (the problems, as text) when
-    there are any. Nothing is judged before `window` iterations have trained.
-    """
+    """Judges the last `window` trained iterations, once that many have trained: `update(record)`
+    returns the problems found and adds `health/ok` (1 or 0), and `health` (the problems, as
+    text) when there are any, to the record."""
 
     window: int = 20
-    records: deque = dataclasses.field(default_factory=deque)
+    records: list = dataclasses.field(default_factory=list)
 
     def update(self, record: dict[str, Any]) -> list[str]:
         if not record.get("train/trained"):
             return []
-        self.records.append(record)
-        while len(self.records) > self.window:
-            self.records.popleft()
+        self.records = [*self.records, record][-self.window :]
         if len(self.records) < self.window:
             return []
         problems = self.problems()
@@ -73,8 +64,8 @@ class Monitor:
 
 
 def random_positions(game: Game, key: Array, games: int = 32, plies: int = 16):
-    """States of `games` random games after 0..`plies`-1 random moves (a batch of
-    games*plies states) and a bool mask of those not yet terminated."""
+    """States [games * plies] of random games after 0..`plies`-1 random moves, and a bool mask
+    of those not yet terminated."""
 
     def one(state, key):
         action = random_legal_action(key, state.legal_action_mask)
@@ -90,26 +81,22 @@ def random_positions(game: Game, key: Array, games: int = 32, plies: int = 16):
     return states, ~states.terminated
 
 
-@functools.cache
-def _spread_fn(network: Any, game: Game):
-    @jax.jit
-    def spread(params: Any, key: Array) -> tuple[Array, Array]:
-        states, live = random_positions(game, key)
-        logits, value = network.apply(params, jax.vmap(game.observe)(states))
-        weight = live / jnp.maximum(live.sum(), 1)
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _spread(network: Any, params: Any, game: Game, key: Array) -> tuple[Array, Array]:
+    states, live = random_positions(game, key)
+    logits, value = network.apply(params, jax.vmap(game.observe)(states))
+    weight = live / jnp.maximum(live.sum(), 1)
 
-        def std(x: Array) -> Array:  # over the live positions, per trailing index
-            mean = jnp.tensordot(weight, x, 1)
-            return jnp.sqrt(jnp.tensordot(weight, jnp.square(x - mean), 1))
+    def std(x: Array) -> Array:  # over the live positions, per trailing index
+        mean = jnp.tensordot(weight, x, 1)
+        return jnp.sqrt(jnp.tensordot(weight, jnp.square(x - mean), 1))
 
-        return std(value), jnp.mean(std(logits))
-
-    return spread
+    return std(value), jnp.mean(std(logits))
 
 
 def output_spread(network: Any, params: Any, game: Game, key: Array) -> tuple[float, float]:
     """(value std, mean over actions of the logits' std) of `network` over random positions."""
-    value_std, policy_std = _spread_fn(network, game)(params, key)
+    value_std, policy_std = _spread(network, params, game, key)
     return float(value_std), float(policy_std)
 
 

@@ -1,19 +1,15 @@
 """On-device circular replay buffer of training positions, sharded over devices, with
 symmetry augmentation.
 
-The buffer's `capacity` slots are split into `shards` contiguous blocks (one per device of the
-mesh's data axis), each a circular buffer of its own with its own write position and size:
-`replay_add` stores each device's share of an `Examples` batch in that device's block (a
-scatter at computed indices, so every shape is static), and `make_sampler` draws each device's
-share of a batch uniformly from its own block and maps every position through a random element
-of the game's symmetry group. So no position moves between devices, and the capacity grows
-with the devices at a fixed memory per device. `replay_reshard` regroups a buffer for another
-number of shards (a checkpoint resumed on another device count). Everything is pure and
-jittable and the buffer never leaves the device, except `replay_newest` and `replay_examples`,
-which carry a run's newest positions to another machine (a resumable model file).
-
-A position is stored as its observation, or as its game State when the State is smaller
-(`stores_states`; the sampler observes it, so the network sees the same planes).
+The `capacity` slots form `shards` contiguous blocks (one per device of the mesh's data axis),
+each a circular buffer with its own write position and size: `replay_add` scatters each
+device's share of an `Examples` batch into its block, and `make_sampler` draws each device's
+share uniformly from its own block under random symmetries of the game. So no position moves
+between devices, and the capacity grows with the devices at a fixed memory per device.
+`replay_reshard` regroups a buffer for another device count; `replay_newest` and
+`replay_examples` carry a run's newest positions to another machine (a resumable model file).
+A position is stored as its observation, or as its game State where that is smaller
+(`stores_states`; the sampler observes it).
 """
 
 from __future__ import annotations
@@ -33,8 +29,8 @@ Array = jax.Array
 
 @struct.dataclass
 class ReplayBuffer:
-    """`shards` circular buffers in contiguous blocks of `capacity // shards` slots; shard s
-    holds positions in its slots [0, size[s]) and writes the next one at `position[s]`."""
+    """`shards` circular buffers of `capacity // shards` slots each; shard s holds positions in
+    its slots [0, size[s]) and writes the next one at `position[s]`."""
 
     stored: Examples  # [C]; `valid` marks the filled slots
     position: Array  # int32 [S], next slot to write in each shard (mod C / S)
@@ -49,15 +45,13 @@ class ReplayBuffer:
         return self.position.shape[0]
 
 
-def tree_bytes(tree) -> int:
-    """Bytes of a pytree of arrays or shapes (`jax.eval_shape` output): nothing is allocated."""
-    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
-
-
 def stores_states(game: Game) -> bool:
     """Whether a position takes fewer bytes as its game State than as its observation."""
-    state = jax.eval_shape(game.init, jax.random.key(0))
-    return tree_bytes(state) < math.prod(game.observation_shape) * 4
+    state = jax.tree.leaves(jax.eval_shape(game.init, jax.random.key(0)))
+    return (
+        sum(math.prod(x.shape) * x.dtype.itemsize for x in state)
+        < math.prod(game.observation_shape) * 4
+    )
 
 
 def replay_init(
@@ -110,12 +104,9 @@ def _add_one(stored: Examples, position: Array, size: Array, new: Examples, vali
 
 
 def replay_add(buffer: ReplayBuffer, examples: Examples) -> ReplayBuffer:
-    """Append the valid examples in order, overwriting the oldest positions when full.
-
-    The examples [N] are split into `buffer.shards` contiguous parts (N must be a multiple),
-    part s going to shard s; a part with more valid examples than its shard's capacity keeps
-    its last ones. Examples carry what the buffer stores (observations or states).
-    """
+    """Append the valid examples in order, overwriting the oldest positions when full. The
+    examples [N] split into `buffer.shards` contiguous parts, part s going to shard s (a part
+    with more valid examples than its shard holds keeps its last ones)."""
     shards = buffer.shards
     if examples.valid.shape[0] % shards:
         raise ValueError(f"{examples.valid.shape[0]} examples do not split into {shards} shards")
@@ -186,13 +177,9 @@ def replay_examples(positions: Examples, shards: int) -> Examples:
 
 
 def make_sampler(game: Game, batch_size: int):
-    """`sample(buffer, key) -> Examples`: uniform positions with their observations, each under
-    a random symmetry of the game, without their states.
-
-    Each shard gives `batch_size // shards` positions drawn from its own slots (the batch is
-    the shards' draws in shard order, so it splits over devices as the buffer does), and
-    needs `size >= 1`.
-    """
+    """`sample(buffer, key) -> Examples`: uniform positions with their observations (not their
+    states), each under a random symmetry of the game. Each shard (`size >= 1`) gives
+    `batch_size // shards` positions, in shard order, so the batch splits as the buffer does."""
     cell_source, action_source = (jnp.asarray(a) for a in stack_symmetries(game.symmetries))
     height, width, channels = game.observation_shape
 

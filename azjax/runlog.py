@@ -45,8 +45,8 @@ class RunLog:
     def __init__(
         self, workdir: pathlib.Path, resume_iteration: int, saved: Sequence[dict] = ()
     ) -> None:
-        """Resumes the log at `resume_iteration`: newer records are dropped, and the records
-        `saved` with its checkpoint fill in any that metrics.jsonl lost."""
+        """Resumes the log at `resume_iteration`: newer records go, and those `saved` with its
+        checkpoint fill in any that metrics.jsonl lost."""
         self.enabled = jax.process_index() == 0
         self.path = workdir / "metrics.jsonl"
         self.writer = None
@@ -92,8 +92,8 @@ def merged_records(path: pathlib.Path, iteration: int, saved: Sequence[dict]) ->
 
 
 def scalars(metrics: dict) -> dict[str, float]:
-    host = parallel.to_host(metrics)
-    return {k: v.tolist() for k, v in host.items()}  # a 0-d array's is a Python number
+    """Device metrics as Python numbers."""
+    return {k: v.tolist() for k, v in parallel.to_host(metrics).items()}
 
 
 def postfix(record: dict) -> dict[str, str]:
