@@ -74,7 +74,7 @@ def _negamax(game, states, depth: int):
 
 
 @pytest.mark.parametrize(
-    ("name", "kwargs"), [("connect4", {}), ("dots_and_boxes", {"rows": 2, "cols": 2})]
+    "name, kwargs", [("connect4", {}), ("dots_and_boxes", {"rows": 2, "cols": 2})]
 )
 def test_alphabeta_equals_plain_negamax(name, kwargs):
     game = games.make(name, **kwargs)

@@ -23,11 +23,7 @@ from azjax.referees import DotsAndBoxesSolution as Solution
 COLS, ROWS = 7, 6  # Connect4
 BOTTOM = sum(1 << (7 * c) for c in range(COLS))  # bitboards: 7 bits a column, bottom up
 FULL = BOTTOM * ((1 << ROWS) - 1)
-
-
-@pytest.fixture(scope="module")
-def c4():
-    return games.make("connect4")
+C4 = games.make("connect4")
 
 
 @pytest.fixture(scope="module")
@@ -140,35 +136,35 @@ def test_the_connect4_sets_cover_the_game_and_match_a_brute_force(positions, gro
         assert _column_scores(p.moves) == p.scores, p.moves
 
 
-def test_accuracy_of_perfect_and_random_agents(c4, positions):
+def test_accuracy_of_perfect_and_random_agents(positions):
     key = jax.random.key(0)
-    perfect = lookup_agent(c4, positions, lambda p: p.best_moves[-1])
-    acc = referees.accuracy(c4, perfect, key)  # the shipped set by default
+    perfect = lookup_agent(C4, positions, lambda p: p.best_moves[-1])
+    acc = referees.accuracy(C4, perfect, key)  # the shipped set by default
     assert (acc.positions, acc.best_move, acc.keeps_result) == (len(positions), 1, 1)
 
     def legal(p):
         return [c for c, s in enumerate(p.scores) if s is not None]
 
     # A random agent scores what the labels expect, batched or not; `progress` hears of each.
-    rand, told = agents.make("random", c4), []
-    runs = [referees.accuracy(c4, rand, jax.random.key(s), positions) for s in range(4)]
-    assert referees.accuracy(c4, rand, jax.random.key(3), positions, 7, told.append) == runs[3]
+    rand, told = agents.make("random", C4), []
+    runs = [referees.accuracy(C4, rand, jax.random.key(s), positions) for s in range(4)]
+    assert referees.accuracy(C4, rand, jax.random.key(3), positions, 7, told.append) == runs[3]
     assert told == [7] * (len(positions) // 7) + [len(positions) % 7] * bool(len(positions) % 7)
     for got, ok in (("best_move", lambda p, c: c in p.best_moves), ("keeps_result", None)):
         ok = ok or (lambda p, c: p.keeps_result(c))
         expected = np.mean([np.mean([ok(p, c) for c in legal(p)]) for p in positions])
         assert np.mean([getattr(r, got) for r in runs]) == pytest.approx(expected, abs=0.05)
     with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
-        referees.accuracy(c4, rand, key, positions, 0)
+        referees.accuracy(C4, rand, key, positions, 0)
 
 
-def test_positions_are_refused_for_another_game(c4, positions):
+def test_positions_are_refused_for_another_game(positions):
     with pytest.raises(ValueError, match="not labelled for tictactoe"):
         referees.replay(games.make("tictactoe"), positions[:2])
     full = next(p for p in positions if None in p.scores)  # a full column
     relabelled = Position(full.moves, positions[0].scores, full.phase)  # every column labelled
     with pytest.raises(ValueError, match="not labelled for connect4"):
-        referees.replay(c4, [positions[0], relabelled])
+        referees.replay(C4, [positions[0], relabelled])
 
 
 SCORES = [-2, -1, 0, 1, 0, -1, -2]  # the empty board's
@@ -260,7 +256,7 @@ def test_a_misfiled_pons_group_is_refused(tmp_path):
 
 @pytest.mark.parametrize("stop_after", [0, 1, 2], ids=["whole", "solver_set", "pons_groups"])
 def test_cli_scores_connect4_and_pons_and_keeps_finished_batches(
-    stop_after, tmp_path, monkeypatch, capsys, c4, positions, groups
+    stop_after, tmp_path, monkeypatch, capsys, positions, groups
 ):
     """`azjax-eval --solver` on Connect4 scores the solver set and Pons' six groups as the
     library does; a Ctrl-C during `--batch N` scores the positions of the batches done."""
@@ -276,13 +272,13 @@ def test_cli_scores_connect4_and_pons_and_keeps_finished_batches(
     argv = ["--solver", "random", "--batch", "640", "--quiet", "--json", str(out)]
     assert cli.main(argv) == (INTERRUPTED if stop_after else 0)
     data = json.loads(out.read_text())
-    rand, key = agents.make("random", c4), jax.random.key(0)
-    moves = referees.agent_moves(c4, rand, key, positions, 640)
+    rand, key = agents.make("random", C4), jax.random.key(0)
+    moves = referees.agent_moves(C4, rand, key, positions, 640)
     assert data["accuracy"] == referees.score_moves(positions, moves).to_dict()
     flat = [p for g in groups.values() for p in g]
-    moves = referees.agent_moves(c4, rand, jax.random.fold_in(key, 1), flat, 640)
+    moves = referees.agent_moves(C4, rand, jax.random.fold_in(key, 1), flat, 640)
     if not stop_after:
-        rates = referees.mistake_rates(c4, rand, jax.random.fold_in(key, 1), groups, 640)
+        rates = referees.mistake_rates(C4, rand, jax.random.fold_in(key, 1), groups, 640)
         assert data["pons"] == rates.to_dict()
         assert all(0 < r["mistake_rate"] < 1 for r in data["pons"].values())
         return
@@ -327,6 +323,11 @@ def _board(moves) -> tuple[int, ...]:
     return functools.reduce(_play, moves, (0,) * 9)
 
 
+def _keeps(board: tuple[int, ...], cell: int) -> bool:
+    """Whether taking `cell` is legal and keeps the mover's result."""
+    return not board[cell] and -_result(_play(board, cell)) == _result(board)
+
+
 @pytest.fixture(scope="module")
 def ttt_positions():
     return TICTACTOE.load()
@@ -361,21 +362,14 @@ def test_the_zoo_model_keeps_the_result_in_every_position(ttt_positions, spec, m
     assert found.card["search"] == {"algorithm": "gumbel", "simulations": 64}
     assert (search.algorithm, search.num_simulations) == ("gumbel", 64)
     boards = {p: _board(p.moves) for p in ttt_positions}
-    at_stake = [
-        p
-        for p, board in boards.items()
-        if any(-_result(_play(board, c)) != _result(board) for c in range(9) if not board[c])
-    ]
+    at_stake = [p for p, b in boards.items() if not all(_keeps(b, c) for c in range(9) if not b[c])]
     assert len(at_stake) == 3191
     agent = agents.make(spec, game)
     states = referees.replay(game, at_stake)
     keys = jax.random.split(jax.random.key(0), len(at_stake))
     moves = np.asarray(compile_optimised(jax.vmap(agent.__call__), states, keys)(states, keys))
-    lost = []
-    for p, move in zip(at_stake, moves.tolist(), strict=True):
-        board = boards[p]
-        if board[move] or -_result(_play(board, move)) != _result(board):
-            lost.append((p.moves, move))
+    moves = dict(zip(at_stake, moves.tolist(), strict=True))
+    lost = [(p.moves, m) for p, m in moves.items() if not _keeps(boards[p], m)]
     assert not lost, f"{spec} gives up the result in {len(lost)} positions, e.g. {lost[:5]}"
 
 
