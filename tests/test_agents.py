@@ -262,46 +262,42 @@ def test_analysis_of_a_network_and_of_pure_mcts(tiny_run):
     assert np.all(np.asarray(policy)[~np.asarray(state.legal_action_mask)] == 0)
 
 
-def test_ladder_of_a_run(tiny_run, tmp_path, capsys):
-    out, png = tmp_path / "ladder.json", tmp_path / "elo.png"
-    argv = ["--ladder", str(tiny_run), "--baselines", "random", "--kind", "policy"]
-    assert main([*argv, "--games", "2", "--quiet", "--json", str(out), "--png", str(png)]) == 0
-    data = json.loads(out.read_text())
-    assert data["steps"] == [1, 2]
-    assert set(data["elo"]) == {"random", f"policy:{tiny_run}@1", f"policy:{tiny_run}@2"}
-    assert len(data["matches"]) == 3  # each checkpoint vs random, and the newer vs the older
-    assert png.stat().st_size > 0
-    assert main([*argv, "--games", "2", "--quiet", "--json", str(out), "--steps", "2"]) == 0
-    assert json.loads(out.read_text())["steps"] == [2]
-    assert main([*argv, "--quiet", "--steps", "2,3"]) == 2
-    assert "--steps: no checkpoint at [3]" in capsys.readouterr().err
-    # A match without --game plays the game the checkpoint was trained on (its config's).
-    assert main(["--a", f"policy:{tiny_run}", "--b", "random", "--games", "2", "--quiet"]) == 0
-    assert "policy:" in capsys.readouterr().out
-
-
-def test_ladder_of_exported_models(tiny_run, tmp_path, capsys):
-    """A folder of model files is rated like a run, by the cards' iterations; a spec plays one."""
-    models = tmp_path / "models"
+def test_ladder_of_a_run_and_of_its_exported_models(tiny_run, tmp_path, capsys):
+    """A run's checkpoints, or model files in their cards' order, are rated; a spec plays one."""
+    models, out, png = tmp_path / "models", tmp_path / "ladder.json", tmp_path / "elo.png"
     models.mkdir()
     for step, name in ((2, "a_late"), (1, "b_early")):  # file names sort against the steps
         export.export_run(tiny_run, models / f"{name}.azjax", step=step)
-    out = tmp_path / "ladder.json"
-    argv = ["--ladder", str(models), "--baselines", "random", "--kind", "policy", "--quiet"]
-    assert main([*argv, "--games", "2", "--json", str(out), "--png", str(tmp_path / "e.png")]) == 0
-    data = json.loads(out.read_text())
-    early, late = f"policy:{models / 'b_early.azjax'}", f"policy:{models / 'a_late.azjax'}"
-    assert (data["steps"], set(data["elo"])) == ([1, 2], {"random", early, late})
-    pairs = [(m["a"], m["b"]) for m in data["matches"]]
-    assert pairs == [(early, "random"), (late, "random"), (late, early)]
+    late_file = models / "a_late.azjax"
+    ladders = [
+        (tiny_run, f"{tiny_run}@1", f"{tiny_run}@2"),
+        (models, models / "b_early.azjax", late_file),
+    ]
+    for folder, early, late in ladders:
+        argv = ["--ladder", str(folder), "--baselines", "random", "--kind", "policy", "--quiet"]
+        assert main([*argv, "--games", "2", "--json", str(out), "--png", str(png)]) == 0
+        data, early, late = json.loads(out.read_text()), f"policy:{early}", f"policy:{late}"
+        assert (data["steps"], set(data["elo"])) == ([1, 2], {"random", early, late})
+        pairs = [(m["a"], m["b"]) for m in data["matches"]]
+        assert pairs == [(early, "random"), (late, "random"), (late, early)]
+        assert png.stat().st_size > 0
+        png.unlink()
     game = games.make("tictactoe")
-    assert agents.make(f"search:{models / 'a_late.azjax'}:3", game).name.endswith(".azjax:3")
+    assert agents.make(f"search:{late_file}:3", game).name.endswith(".azjax:3")
     with pytest.raises(ValueError, match="a model file has one step: drop @2"):
-        agents.parse_spec(f"search:{models / 'a_late.azjax'}@2")
+        agents.parse_spec(f"search:{late_file}@2")
     with pytest.raises(ValueError, match=r"a_late\.azjax was trained on tictactoe"):
-        agents.make(f"search:{models / 'a_late.azjax'}", games.make("connect4"))
+        agents.make(f"search:{late_file}", games.make("connect4"))
     export.export_run(tiny_run, models / "c_again.azjax", step=2)
     assert main([*argv, "--games", "2"]) == 2
     assert "c_again.azjax has iteration 2 on its card" in capsys.readouterr().err
     assert main(["--ladder", str(tmp_path), "--quiet"]) == 2
     assert "no checkpoint (nor model files *.azjax)" in capsys.readouterr().err
+    argv = ["--ladder", str(tiny_run), "--baselines", "random", "--kind", "policy", "--quiet"]
+    assert main([*argv, "--games", "2", "--json", str(out), "--steps", "2"]) == 0
+    assert json.loads(out.read_text())["steps"] == [2]
+    assert main([*argv, "--steps", "2,3"]) == 2
+    assert "--steps: no checkpoint at [3]" in capsys.readouterr().err
+    # A match without --game plays the game the checkpoint was trained on (its config's).
+    assert main(["--a", f"policy:{tiny_run}", "--b", "random", "--games", "2", "--quiet"]) == 0
+    assert "policy:" in capsys.readouterr().out
