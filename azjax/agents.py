@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from azjax import health, model
+from azjax import model
 from azjax.search import Evaluator, SearchConfig, network_evaluator, run_search
 from azjax.specs import Spec, parse_spec
 from games.core import Game, State, random_legal_action
@@ -309,15 +308,8 @@ def search_agent(
 
 def _trained(game: Game, parsed: Spec) -> tuple[model.Model, str]:
     """(the model, the agent name) of a spec naming a checkpoint, a model file or a zoo model,
-    refusing one trained for another game; warns when a checkpoint looks untrained."""
+    refusing one trained for another game."""
     found = model.load(parsed.source, game)
-    if found.card is None:
-        problems = health.check_network(found.network, found.params, game)
-        if problems:
-            print(
-                f"warning: the network of {found.name} looks untrained: " + "; ".join(problems),
-                file=sys.stderr,
-            )
     name = f"{parsed.kind}:{parsed.model if parsed.model is not None else found.name}"
     if parsed.number is not None:
         name += f":{parsed.number}"

@@ -1,11 +1,8 @@
-"""The loss and the optimizer: what one gradient step of training computes.
+"""The loss and the optimizer of one gradient step:
 
-    optimizer = make_optimizer(config.optim, total_steps)   # Adam, warm-up then cosine decay
-    step = make_train_step(network, optimizer, config.optim)
-    params, opt_state, metrics = step(params, opt_state, batch)
-
-The loss is the policy cross-entropy (where a full search gave the target) plus the value
-squared error and an L2 penalty on the weights (`loss_fn`).
+optimizer = make_optimizer(config.optim, total_steps)   # Adam, warm-up then cosine decay
+step = make_train_step(network, optimizer, config.optim)
+params, opt_state, metrics = step(params, opt_state, batch)
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ def make_optimizer(config: OptimConfig, total_steps: int) -> optax.GradientTrans
 
 
 def learning_rate_schedule(config: OptimConfig, total_steps: int) -> optax.Schedule:
+    """Linear warm-up from 0, then cosine decay to `final_lr_fraction` of the peak."""
     return optax.warmup_cosine_decay_schedule(
         init_value=0.0,
         peak_value=config.learning_rate,
@@ -57,11 +55,12 @@ def loss_fn(
     log_probs = jax.nn.log_softmax(logits)
     cross_entropy = -jnp.sum(batch.policy * log_probs, axis=-1)
     mask = batch.policy_mask.astype(jnp.float32)
-    policy_loss = jnp.sum(cross_entropy * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    count = jnp.maximum(jnp.sum(mask), 1.0)
+    policy_loss = jnp.sum(cross_entropy * mask) / count
     target_entropy = -jnp.sum(
         batch.policy * jnp.log(jnp.where(batch.policy > 0, batch.policy, 1)), -1
     )
-    entropy = jnp.sum(target_entropy * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    entropy = jnp.sum(target_entropy * mask) / count
     value_loss = jnp.mean(jnp.square(value - batch.value))
     target_var = jnp.var(batch.value)
     l2 = l2_penalty(params)
@@ -72,7 +71,7 @@ def loss_fn(
         "policy_kl": policy_loss - entropy,
         "value_loss": value_loss,
         "l2": l2,
-        # run health (azjax.health): how much the outputs vary over the batch's positions
+        # how much the outputs vary over the batch's positions (a constant one learns nothing)
         "value_std": jnp.std(value),
         "policy_std": jnp.mean(jnp.std(logits, axis=0)),
         "value_target_var": target_var,

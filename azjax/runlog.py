@@ -1,7 +1,7 @@
 """The run log: `metrics.jsonl` and TensorBoard event files, and the records' one-line forms.
 
 One record per iteration (`iteration`, `train/*`, `selfplay/*`, `replay/*`, `eval/*`, `gate/*`,
-`health*`, timings) and a `final` record after the final evaluation; `read_metrics` reads them.
+timings) and a `final` record after the final evaluation; `read_metrics` reads them.
 """
 
 from __future__ import annotations
@@ -101,8 +101,6 @@ def postfix(record: dict) -> dict[str, str]:
     if record.get("train/trained"):
         out["loss"] = f"{record['train/loss']:.3f}"
         out["v_std"] = f"{record['train/value_std']:.2f}"
-    if "health/ok" in record:
-        out["health"] = "ok" if record["health/ok"] else "BAD"
     out["pos/s"] = f"{record['positions_per_second']:.0f}"
     out["eval/s"] = _short(record["evaluations_per_second"])
     for key, value in record.items():

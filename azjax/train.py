@@ -6,7 +6,6 @@ Each iteration runs these steps in order (`_Session`'s methods):
     check_finite   stop, without saving, when the loss or the parameters stopped being finite
     evaluate       every `eval.every` iterations, the arena against `eval.opponents`
     gate           every `gate.every` iterations, the latest parameters against the best
-    watch_health   name a dying network (azjax.health)
     log            one record in metrics.jsonl and TensorBoard (azjax.runlog)
     checkpoint     every `checkpoint.every` iterations, or when asked to stop (azjax.checkpoint)
 
@@ -28,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from tqdm.auto import tqdm
 
-from azjax import agents, arena, health, parallel, resume
+from azjax import agents, arena, parallel, resume
 from azjax.checkpoint import Checkpointer, StopRequest, WorkdirLock, read_config
 from azjax.config import Config, ConfigError, config_to_dict, differences, dump_config
 from azjax.runlog import RunLog, eval_line, metrics_name, postfix, read_metrics, scalars
@@ -172,14 +171,13 @@ class _Session:
             dynamic_ncols=True,
         )
         self.stop = StopRequest()
-        self.monitor, self.problems = health.Monitor(), []
         self.started = time.perf_counter()
 
     def run(self) -> dict[str, Any]:
         """Iterate until `train.iterations` or a stop, then `finish`."""
         record: dict[str, Any] = {}
         stopping = False  # agreed by every process, once per iteration
-        steps = (self.check_finite, self.evaluate, self.gate, self.watch_health, self.log)
+        steps = (self.check_finite, self.evaluate, self.gate, self.log)
         try:
             while self.iteration < self.config.train.iterations and not stopping:
                 record = self.iterate()
@@ -260,16 +258,8 @@ class _Session:
             f"against the best and {verdict}"
         )
 
-    def watch_health(self, record: dict[str, Any]) -> None:
-        """The run's wall clock, and a line whenever the verdict on the network changes."""
-        record["elapsed_minutes"] = self.elapsed_minutes()
-        found = self.monitor.update(record)
-        if found != self.problems and record.get("train/trained"):
-            self.problems = found
-            verdict = "; ".join(found) or "run health ok again"
-            self.bar.write(f"iteration {self.iteration}: {verdict}")
-
     def log(self, record: dict[str, Any]) -> None:
+        record["elapsed_minutes"] = self.elapsed_minutes()
         self.log_file.write(record)
         self.pending.append(record)
 

@@ -74,12 +74,6 @@ PANELS: tuple[Panel, ...] = (
         lambda k: _leaf(k).endswith("_fraction"),
         ylim=(-0.02, 1.02),
     ),
-    Panel(
-        "Run health",
-        "1 = healthy, 0 = a problem",
-        lambda k: k.startswith("health/"),
-        ylim=(-0.1, 1.1),
-    ),
 )
 
 

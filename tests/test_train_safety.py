@@ -18,8 +18,15 @@ import sys
 import pytest
 from test_train import TICTACTOE, TINY
 
-from azjax import health, parallel
-from azjax.checkpoint import LOCK_FILE, Checkpointer, WorkdirInUse, WorkdirLock, list_steps
+from azjax import parallel, train
+from azjax.checkpoint import (
+    LOCK_FILE,
+    Checkpointer,
+    StopRequest,
+    WorkdirInUse,
+    WorkdirLock,
+    list_steps,
+)
 from azjax.cli import compilation_cache_dir
 from azjax.cli.train import main as train_main
 from azjax.config import ConfigError, load_config
@@ -224,13 +231,12 @@ def test_a_stop_asked_before_the_final_evaluation_skips_it(three_sessions, tmp_p
     workdir = tmp_path / "run"
     shutil.copytree(three_sessions[0], workdir)
 
-    monitor = health.Monitor
+    class Asked(StopRequest):  # Ctrl-C while the session starts, once the request is installed
+        def __init__(self) -> None:
+            super().__init__()
+            signal.raise_signal(signal.SIGINT)
 
-    def asked():  # Ctrl-C while the session starts, after the stop request is installed
-        signal.raise_signal(signal.SIGINT)
-        return monitor()
-
-    monkeypatch.setattr(health, "Monitor", asked)
+    monkeypatch.setattr(train, "StopRequest", Asked)
     config = load_config(TICTACTOE, [*TINY, "train.iterations=3", "eval.final_num_games=4"])
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         result = train_and_evaluate(config, workdir, progress=False)
