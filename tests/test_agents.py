@@ -137,13 +137,6 @@ def test_ties_are_broken_at_random(spec):
     assert len(set(np.asarray(moves).tolist())) > 8
 
 
-def test_an_agent_refuses_a_batch_of_states():
-    game = games.make("tictactoe")
-    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 3))
-    with pytest.raises(ValueError, match=r"agent random takes one unbatched State, got a batch"):
-        agents.make("random", game)(states, jax.random.key(1))
-
-
 def test_rollout_value_is_from_the_movers_view():
     game = games.make("tictactoe")
     evaluate = jax.jit(agents.rollout_evaluator(game))
@@ -157,7 +150,7 @@ def test_rollout_value_is_from_the_movers_view():
     assert values((0, 1, 2, 3, 5, 4, 6), 12) == {1.0, 0.0}  # O: 7 wins (1-4-7), 8 draws
 
 
-def test_bad_specs_and_missing_or_foreign_checkpoints_are_refused(tmp_path, tiny_run):
+def test_bad_specs_foreign_checkpoints_and_batches_are_refused(tmp_path, tiny_run):
     game = games.make("tictactoe")
     cases = [
         ("", "expected random, greedy"),
@@ -175,6 +168,9 @@ def test_bad_specs_and_missing_or_foreign_checkpoints_are_refused(tmp_path, tiny
             agents.make(spec, game)
     with pytest.raises(ValueError, match="trained on tictactoe"):
         agents.make(f"search:{tiny_run}", games.make("connect4"))
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 3))
+    with pytest.raises(ValueError, match=r"agent random takes one unbatched State, got a batch"):
+        agents.make("random", game)(states, jax.random.key(1))
 
 
 def test_spec_parsing():
@@ -225,19 +221,6 @@ def test_every_agent_is_jittable_and_vmappable(spec, tiny_run):
     if spec.startswith("policy"):
         older = agents.make(f"policy:{tiny_run}@1", game)
         assert agent.name.endswith("@2") and older.name.endswith("@1") and agent.fn is older.fn
-
-
-def test_an_untrained_looking_checkpoint_is_played_with_a_warning(tiny_run, tmp_path, capsys):
-    """A constant net (all parameters 0) plays with a warning naming what is constant."""
-    game = games.make("tictactoe")
-    write_tiny_run(tmp_path / "dead", steps=(1,), dead=True)
-    agent = agents.make(f"policy:{tmp_path / 'dead'}", game)
-    err = capsys.readouterr().err
-    assert f"warning: the network of {tmp_path / 'dead'}@1 looks untrained: " in err, err
-    assert "its value output is constant" in err and "its policy is the same" in err
-    assert int(agent(game.init(jax.random.key(0)), jax.random.key(1))) in range(9)
-    agents.make(f"policy:{tiny_run}", game)
-    assert "warning" not in capsys.readouterr().err
 
 
 def test_analysis_of_a_network_and_of_pure_mcts(tiny_run):

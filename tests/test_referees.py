@@ -72,13 +72,11 @@ def test_score_moves_on_hand_labelled_positions():
 
 def _bitboards(moves: tuple[int, ...]) -> tuple[int, int]:
     """(the mover's stones, all stones) after `moves`."""
-    heights, mine, mask = [0] * COLS, 0, 0
+    heights, stones = [0] * COLS, [0, 0]  # the first player's, the second's
     for i, move in enumerate(moves):
-        bit = 1 << (7 * move + heights[move])
+        stones[i % 2] |= 1 << (7 * move + heights[move])
         heights[move] += 1
-        mask |= bit
-        mine |= bit * (i % 2 == len(moves) % 2)
-    return mine, mask
+    return stones[len(moves) % 2], stones[0] | stones[1]
 
 
 def _aligned(stones: int) -> bool:  # four in a row: vertical, horizontal, the two diagonals
