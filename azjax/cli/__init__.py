@@ -1,12 +1,10 @@
-"""The command lines (`azjax-train`, `-eval`, `-play`, `-serve`, `-export`) and what they share:
-the compilation cache, signals and exit statuses.
+"""The command lines (`azjax-train`, `-eval`, `-play`, `-serve`, `-export`): their shared
+compilation cache, signals and exit statuses.
 
-0: done. 2: bad input of any kind (an option, value, file, config, checkpoint or model it cannot
-use, a workdir it may not write), said in one line on stderr before anything is compiled. 1:
-failed while working (a workdir in use, a full disk, a diverged run, a port in use). 130: Ctrl-C
-or SIGTERM; what was finished is kept (training's checkpoint, a match's whole batches, a
-ladder's matches), one line says so, and a second signal ends the command at once (training
-first finishes a checkpoint it is writing).
+0: done. 2: bad input (option, file, config, checkpoint, model, unwritable workdir), said in one
+line before anything compiles. 1: failed while working (workdir in use, full disk, diverged run,
+port in use). 130: Ctrl-C or SIGTERM; what was finished is kept and one line says so; a second
+signal ends the command at once (training first finishes a checkpoint it is writing).
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ OK, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 
 
 def compilation_cache_dir() -> str:
-    """JAX's compilation cache of the CLIs: `$AZJAX_JAX_CACHE`, else `azjax/jax` in the user's
-    cache directory (`$XDG_CACHE_HOME`, by default `~/.cache`)."""
+    """`$AZJAX_JAX_CACHE`, else `azjax/jax` under `$XDG_CACHE_HOME` (default `~/.cache`)."""
     if os.environ.get("AZJAX_JAX_CACHE"):
         return os.environ["AZJAX_JAX_CACHE"]
     cache = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
@@ -35,8 +32,8 @@ def compilation_cache_dir() -> str:
 
 
 def use_compilation_cache() -> None:
-    """Keep programs that took a second or more to compile (unless
-    `$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` says otherwise) in `compilation_cache_dir()`."""
+    """Keep programs that took 1 s or more to compile in `compilation_cache_dir()` (unless
+    `$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` says otherwise)."""
     import jax  # JAX loads slowly: deferred so that --help answers at once
 
     jax.config.update("jax_compilation_cache_dir", compilation_cache_dir())
@@ -53,11 +50,10 @@ def bad_input(prog: str, message: str) -> int:
 def run_command(
     prog: str, main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None
 ) -> int | None:
-    """`main(argv)`'s status, SIGINT and SIGTERM raising KeyboardInterrupt in it (reported in
-    one line as INTERRUPTED); a second signal, or one after `stopped()`, ends the process at once.
-    After a signal the process ends without Python's teardown (`leave`), which would crash under
-    XLA's threads, still compiling or computing. `argv` None (the program's own command line):
-    signals during the teardown that follows end the process at once too."""
+    """`main(argv)`'s status; SIGINT and SIGTERM raise KeyboardInterrupt in it (reported as
+    INTERRUPTED), a second signal or one after `stopped()` ends the process at once. After a
+    signal the process skips Python's teardown (`leave`), which crashes under XLA's threads.
+    With `argv` None, signals during the teardown that follows end the process at once too."""
     global _signals
     signals = _signals = _Signals()
     leaving = argv is None
@@ -87,23 +83,20 @@ def _interrupted(prog: str) -> int:
 
 
 def stopped() -> int:
-    """INTERRUPTED, for a command that handled a signal itself (training's loop): another
-    signal ends the process at once."""
+    """INTERRUPTED for a command that handled a signal itself; another one ends the process."""
     if _signals is not None:
         _signals.stopped = True
     return INTERRUPTED
 
 
 def check_interrupt() -> None:
-    """KeyboardInterrupt if the running command received a signal whose KeyboardInterrupt was
-    lost; long loops call it between their steps."""
+    """Raise a received signal's lost KeyboardInterrupt; long loops call it between steps."""
     if _signals is not None and _signals.received is not None:
         raise KeyboardInterrupt
 
 
 def leave(status: int | str | None) -> NoReturn:
-    """End the process now with `status` (as `sys.exit` reads it), its output flushed, without
-    Python's teardown."""
+    """End the process now with `status` (as `sys.exit`), output flushed, without teardown."""
     if isinstance(status, str):
         print(status, file=sys.stderr)
         status = FAILED
@@ -114,8 +107,8 @@ def leave(status: int | str | None) -> NoReturn:
 
 
 def handle_signals(handler: Callable[[int, Any], None]) -> dict[int, Any]:
-    """`handler` for SIGINT and SIGTERM (from the main thread); the handlers it replaced. A
-    signal ignored at the start (nohup, a background job of a shell) stays ignored."""
+    """Install `handler` for SIGINT and SIGTERM (main thread only); the handlers replaced. A
+    signal ignored at the start (nohup, a shell's background job) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {
@@ -126,8 +119,7 @@ def handle_signals(handler: Callable[[int, Any], None]) -> dict[int, Any]:
 
 
 class _Signals:
-    """SIGINT and SIGTERM while a command runs: the first raises KeyboardInterrupt, the second
-    ends the process at once."""
+    """SIGINT/SIGTERM while a command runs: the first raises KeyboardInterrupt, the next exits."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -160,8 +152,8 @@ _signals: _Signals | None = None  # those of the running command
 
 
 def _lost_in(frame: Any) -> bool:
-    """Whether an exception raised in `frame` would be printed and dropped: it runs inside a
-    destructor, a weak reference's callback or a garbage collector callback (JAX has one)."""
+    """Whether an exception raised in `frame` would be dropped: it is inside a destructor, a
+    weakref callback or a garbage collector callback (JAX has one)."""
     callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
     while frame is not None:
         code = frame.f_code

@@ -3,10 +3,8 @@
     azjax-play --opponent search:runs/connect4 --as second   # the game is the model's
     azjax-play --game chain_reaction --size rows=6,cols=9 --opponent greedy
 
-Moves are typed in the game's notation; `undo` takes back to your previous turn, `hint` shows
-the agent's view of your position (top moves with their share of the search and the value),
-`quit` leaves. Input is read line by line from stdin, so a script (or a test) can drive a game.
-The game itself (`Session`: moves, replies, undo, hints) is `azjax.session`'s.
+Moves are typed in the game's notation, with `undo`, `hint` and `quit` (see --help). Input is
+read line by line from stdin, so a script can drive a game (`azjax.session.Session`).
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ from games import IllegalMoveError
 State = Any
 
 _RESET = "\x1b[0m"
-# Terminal colours (bold ANSI codes) by hue in degrees; a player whose colour is a grey (Othello)
-# is shown red (player 0) or blue (player 1).
+# Bold ANSI colours by hue in degrees; a grey player (Othello) is red (player 0) or blue (1).
 _HUES = {0: "31", 60: "33", 120: "32", 240: "34", 300: "35"}
 
 
@@ -58,10 +55,8 @@ def draw(game: games.Game, state: State, colour: bool) -> str:
 def run(
     session: Session, lines: TextIO, out: TextIO, colour: bool = False, echo: bool = False
 ) -> str | None:
-    """Drive a session from `lines` (one command or move per line); the result, or None if quit.
-
-    `echo` repeats each line read after the prompt (for transcripts of piped input).
-    """
+    """Drive a session from `lines` (a command or move each); the result, None if left.
+    `echo` repeats each line read after the prompt (transcripts of piped input)."""
     game = session.game
 
     def side(player: int) -> str:  # "Black (X)"; a player named by its mark: "X"
@@ -76,7 +71,6 @@ def run(
             say(f"{session.opponent} ({game.players[ply.player]}) plays {ply.notation}")
         check_interrupt()  # a Ctrl-C that XLA's compile swallowed while the agent thought
 
-    you = game.players[session.human]
     them = side(1 - session.human)
     say(f"{game.name}: you are {side(session.human)}, {session.opponent} is {them}.")
     say("Type a move, or: undo, hint, quit. " + game.notation_help())
@@ -86,7 +80,7 @@ def run(
         say(draw(game, session.state, colour))
         legal = " ".join(game.format_action(a) for a in game.legal_actions(session.state))
         say(f"Legal: {legal}")
-        out.write(f"Your move ({you}): ")
+        out.write(f"Your move ({game.players[session.human]}): ")
         out.flush()
         line = lines.readline()
         if echo or not line:
@@ -120,7 +114,6 @@ def run(
 
 
 def _epilog() -> str:
-    """The notation of every game and the commands at the prompt, for --help."""
     lines = ["moves, numbered from 1 as the board is labelled (shown at the default size):"]
     for name in games.names():
         text = games.make(name).notation_help()
@@ -178,8 +171,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except ValueError as err:
         return bad_input("azjax-play", f"error: {err}")
     use_compilation_cache()  # a second game starts without compiling the agent again
-    session: Session | None = None
-    status = 0
+    session, status = None, 0
     try:
         try:
             session = Session(game, args.opponent, 0 if args.side == "first" else 1, args.seed)
@@ -197,8 +189,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def save(session: Session, path: str, extra: dict[str, Any]) -> None:
-    """Write the game (finished or not) as JSON for `scripts/replay.py --record`."""
-    record = {**session.record(), **extra}
+    """Write the game so far as JSON for `scripts/replay.py --record`."""
+    record = session.record() | extra
     try:
         with open(path, "w") as f:
             json.dump(record, f, indent=1)

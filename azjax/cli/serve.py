@@ -3,9 +3,8 @@
     azjax-serve --runs runs            # then open http://127.0.0.1:8000
     azjax-serve --games pgx:hex        # also offer games beyond the built-in ones
 
-Checkpoints are found in any folder with checkpoints under `--runs` (three levels deep).
-The page's first game's first opponent is compiled in the background at start-up, and any
-other one as soon as the page chooses it; compilations are kept in JAX's persistent cache.
+Checkpoints are found up to three levels under `--runs`. Opponents compile in the background
+(the first game's at start-up, others as the page chooses them) into JAX's persistent cache.
 The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 """
 
@@ -76,8 +75,7 @@ def _main(argv: Sequence[str] | None) -> int | None:
 
 
 def offer(names: str) -> None:
-    """Register the comma-separated games (`pgx:<env_id>`, or any name `games.make` knows), so
-    the browser lists them."""
+    """Register the comma-separated games (e.g. `pgx:hex`) so that the browser lists them."""
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name not in games.names():
             games.register(name, type(games.make(name)))

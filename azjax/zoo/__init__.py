@@ -4,9 +4,8 @@
     azjax.model.load("zoo:connect4")           # config, network, params, card (azjax.model)
     agents.make("zoo:connect4", game)          # the network with search; policy-zoo:NAME: alone
 
-Each model is `NAME.azjax` in this package's folder (written by `azjax-export`, see
-azjax.export), with its card beside it as `NAME.card.json`. The environment variable
-`AZJAX_ZOO_DIR` points the zoo at another folder (one's own models).
+Each model is `NAME.azjax` (written by `azjax-export`) with its card `NAME.card.json` in this
+package's folder, or in `$AZJAX_ZOO_DIR` when set.
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ def directory() -> pathlib.Path:
 
 
 def _plays(name: str, game: games.Game) -> bool:
-    """Whether zoo model `name` was trained for `game` (same game and size); not when its card
-    cannot be read (`zoo:NAME` names the damage when asked for) or names an unknown game."""
+    """Whether zoo model `name` plays `game` at its size (False for a damaged card)."""
     try:
         return card_game(card(name)) is game
     except ValueError:
@@ -64,15 +62,13 @@ def _card(file: pathlib.Path, mtime_ns: int) -> dict[str, Any]:
 
 
 def default(game: games.Game) -> str | None:
-    """The zoo model that plays `game` by default: the one named after the game if it plays
-    this size, else the first that does; None when none does."""
+    """The zoo model for `game`: the one named after it, else the first that plays it, or None."""
     found = names(game)
     return game.name if game.name in found else next(iter(found), None)
 
 
 def table(models: list[str] | None = None) -> str:
-    """The zoo's `models` (default all) as a text table: name, game, size, iteration and
-    strength."""
+    """The zoo's `models` (default all) as a text table: name, game, size, iteration, strength."""
     rows = [("name", "game", "size", "iteration", "strength")]
     for name in names() if models is None else models:
         c = card(name)
