@@ -1,10 +1,8 @@
 """A game between a person and an agent: the person's moves, the agent's replies, undo and hints.
 
-`Session` is what the terminal (`azjax-play`) and the browser server (`azjax.web`) play through.
-Agents and analyses are made once per (game, spec) and kept in small LRU caches; network
-parameters are arguments of the compiled functions, so every checkpoint of one network shape
-shares one compilation. `prepare` compiles an opponent once, whoever asks first (the others
-wait for it rather than compile it again), and its analysis beside it without waiting.
+The terminal (`azjax-play`) and the browser (`azjax.web`) play through `Session`. Agents and
+analyses are made once per (game, spec) in small LRU caches; parameters are arguments of the
+compiled functions, so all checkpoints of one network shape share one compilation.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ _jit = functools.cache(jax.jit)  # one per move function: bounded by the agent k
 
 @functools.lru_cache(maxsize=16)
 def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], int]:
-    """`agent(state, key) -> action` for `spec`; ValueError (`azjax.agents.make`) for a bad
-    spec or a checkpoint that does not fit the game."""
+    """`agent(state, key) -> action`; ValueError for a bad spec or a checkpoint's wrong game."""
     agent = agents.make(spec, game)
     fn = _jit(agent.fn)
     return lambda state, key: int(fn(agent.params, state, key))
@@ -43,8 +40,7 @@ def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], 
 def compiled_analysis(
     game: games.Game, spec: str
 ) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
-    """`analyse(state, key) -> (policy[A], value)` by `analyst(spec)`, the value from the
-    mover's view."""
+    """`analyse(state, key) -> (policy[A], value)` by `analyst(spec)`, value for the mover."""
     analysis = agents.analysis(game, spec)
 
     def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
@@ -55,8 +51,7 @@ def compiled_analysis(
 
 
 def analyst(spec: str) -> str:
-    """Who gives the hints against opponent `spec`: a checkpoint's or zoo model's network with
-    search, else pure MCTS."""
+    """Who gives the hints against `spec`: its network with search, else pure MCTS."""
     parsed = agents.parse_spec(spec)
     if parsed.workdir is not None:
         at = "" if parsed.step is None else f"@{parsed.step}"
@@ -67,7 +62,7 @@ def analyst(spec: str) -> str:
 
 
 def default_opponent(game: games.Game) -> str:
-    """`zoo:NAME` when the zoo has a model for `game` (azjax.zoo.default), else pure MCTS."""
+    """`zoo:NAME` when the zoo has a model for `game`, else FALLBACK_OPPONENT."""
     name = zoo.default(game)
     return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
 
@@ -85,16 +80,10 @@ def prepared(game: games.Game, spec: str) -> bool:
     return (game, spec) in _PREPARED
 
 
-def analysed(game: games.Game, spec: str) -> bool:
-    """Whether the analysis against `spec` is compiled (`reply` shows it from then on)."""
-    return (game, spec) in _ANALYSED
-
-
 def prepare(game: games.Game, spec: str, analyse: bool = False) -> None:
-    """Compile agent `spec` of `game` and the rules by playing them once from the start, and
-    with `analyse` the analysis in a thread beside them (XLA compiles without the GIL) that the
-    caller does not wait for. Once per (game, spec): a second caller waits for the first.
-    ValueError as `compiled_agent`."""
+    """Compile agent `spec` and the rules by playing once, once per (game, spec): a second
+    caller waits for the first. With `analyse`, the analysis compiles in a thread not waited
+    for (XLA compiles without the GIL). ValueError as `compiled_agent`."""
     init, step = _rules(game)
     state, key = init(jax.random.key(0)), jax.random.key(0)
 
@@ -120,14 +109,13 @@ def prepare(game: games.Game, spec: str, analyse: bool = False) -> None:
 
 @atexit.register
 def _finish_analyses() -> None:
-    """A compile still running while the interpreter tears JAX down crashes the process."""
+    # A compile still running while the interpreter tears JAX down crashes the process.
     for thread in list(_ANALYSING.values()):
         thread.join()
 
 
 @functools.cache
 def _rules(game: games.Game) -> tuple[Callable[[jax.Array], State], Callable[[State, int], State]]:
-    """`game.init` and `game.step`, jitted once per game."""
     return jax.jit(game.init), jax.jit(game.step)
 
 
@@ -143,8 +131,7 @@ class Ply:
 
 @dataclasses.dataclass(frozen=True)
 class Advice:
-    """An analysis: top moves as (notation, share of the search), the value for the player to
-    move (-1 lost .. +1 won) and who made it (`analyst`)."""
+    """Top moves as (notation, search share), the mover's value (-1..+1) and its `analyst`."""
 
     moves: tuple[tuple[str, float], ...]
     value: float
@@ -197,14 +184,13 @@ class Session:
         return self._push(int(action), "human")
 
     def reply(self, analyse: bool = False) -> list[Ply]:
-        """The agent's moves until the person's turn or the end; with `analyse`, `analysis`
-        holds the agent's analysis of the position before its last move (None while the
-        analysis compiles)."""
+        """The agent's moves until the person's turn or the end; with `analyse`, `analysis` is
+        that of the position before its last move (None while the analysis compiles)."""
         plies = []
         if not self.over and not self.human_to_move:
             prepare(self.game, self.opponent, analyse)
         while not self.over and not self.human_to_move:
-            if analyse and analysed(self.game, self.opponent):
+            if analyse and (self.game, self.opponent) in _ANALYSED:
                 self.analysis = self.advice()
             elif analyse:  # not compiled yet: the move now, the analysis from a later one on
                 self._next_key()  # the keys, and so the moves, as if analysed
@@ -213,7 +199,7 @@ class Session:
         return plies
 
     def undo(self) -> bool:
-        """Take back to the person's previous turn (before their last move); False if none."""
+        """Take back the person's last move and the replies to it; False if none."""
         mine = [i for i, p in enumerate(self.plies) if p.by == "human"]
         if not mine:
             return False

@@ -10,12 +10,9 @@
 
 `ply` is the number of moves the page has seen: a request on an older position is refused (409),
 so that two tabs cannot play over each other. Errors are `{"error": message}` with a 4xx status.
-Legal moves with no click target on the board (Othello's pass; every move of a game pgx draws,
-whose Hex cells are clickable too) come as `buttons`. Games are independent (one lock each);
-agents are compiled once per (game, spec) and shared (`azjax.session.prepare`); `view["ready"]`
-says whether the opponent is compiled (else its next move waits for it); `create_app(warm_up=
-True)` compiles the page's first game's default opponent ahead, and the page asks for the one
-chosen as it is chosen.
+Legal moves with no click target (Othello's pass; every move of a pgx game) come as `buttons`.
+Agents are compiled once per (game, spec) and shared (`azjax.session.prepare`); `view["ready"]`
+says whether the opponent is compiled.
 """
 
 from __future__ import annotations
@@ -72,12 +69,12 @@ def sizes(name: str) -> dict[str, tuple[int, tuple[int, ...]]]:
 
 
 def default_kwargs(name: str) -> dict[str, int]:
-    """Game `name`'s default size keywords (none for a game this azjax does not have)."""
+    """Game `name`'s default size keywords ({} for a game this azjax does not have)."""
     return {k: d for k, (d, _) in sizes(name).items()} if name in games.names() else {}
 
 
 def _depth(data: Any) -> int:
-    """How deeply lists and objects nest in parsed JSON (a scalar: 0), without recursion."""
+    """How deeply lists and objects nest in parsed JSON (a scalar: 0), iteratively."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         item, level = stack.pop()
@@ -154,8 +151,7 @@ _CHECKED: dict[tuple[str, int], dict[str, Any] | None] = {}
 
 
 def _checkpoint_game(run: pathlib.Path, step: int) -> dict[str, Any] | None:
-    """The game config of checkpoint `step` of `run`, None when it cannot be loaded. Each
-    checkpoint is read once per server (again once rewritten)."""
+    """Checkpoint `step` of `run`'s game config (None if it cannot load), read once per mtime."""
     folder = run.resolve() / checkpoint.CHECKPOINT_DIR / str(step)
     try:
         key = (str(folder), folder.stat().st_mtime_ns)
@@ -170,8 +166,7 @@ def _checkpoint_game(run: pathlib.Path, step: int) -> dict[str, Any] | None:
 
 
 def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
-    """Training runs (folders with checkpoints) under `runs_dir`: path, game, kwargs, steps,
-    which end at the newest checkpoint that loads (a run with none is left out)."""
+    """Runs under `runs_dir`: path, game, kwargs, steps up to the newest that loads (if any)."""
     if runs_dir is None or not pathlib.Path(runs_dir).is_dir():
         return []
     found, frontier = [], [pathlib.Path(runs_dir)]
@@ -193,8 +188,7 @@ def find_runs(runs_dir: str | None, depth: int = 3) -> list[dict[str, Any]]:
 
 
 def headline_figure(card: dict[str, Any]) -> str:
-    """One strength figure of a model as it plays by default (`zoo:NAME`), for a short label:
-    its first recorded match score, or its solver best-move share ("" when it has none)."""
+    """A zoo model's first match score or solver best-move share as `zoo:NAME` ("" if none)."""
     for key, figures in card.get("strength", {}).items():
         if figures.get("agent") != f"zoo:{card.get('name')}":
             continue
@@ -206,8 +200,7 @@ def headline_figure(card: dict[str, Any]) -> str:
 
 
 def find_zoo() -> list[dict[str, Any]]:
-    """The zoo's models: name, game, kwargs (defaults filled in), a short label
-    (`headline_figure`), the card's whole strength record and whether it is the default."""
+    """The zoo's models: name, game, kwargs, label, strength and whether it is the default."""
     found = []
     for name in zoo.names():
         try:
@@ -217,11 +210,8 @@ def find_zoo() -> list[dict[str, Any]]:
             default = zoo.default(games.make(game, **kwargs)) == name  # the page's first choice
         except ValueError:  # damaged, or a game this azjax does not have: not offered
             continue
-        label, strength = headline_figure(card), headline(card)
-        found.append(
-            {"name": name, "game": game, "kwargs": kwargs, "label": label, "strength": strength}
-            | {"default": default}
-        )
+        found.append({"name": name, "game": game, "kwargs": kwargs, "default": default})
+        found[-1].update(label=headline_figure(card), strength=headline(card))
     return found
 
 
@@ -245,8 +235,7 @@ def opponents(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> 
 
 
 def first_choice(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) -> str:
-    """The opponent the page chooses first, as app.js does: the zoo's model for the game, else
-    the first trained run's network with search, else `default_opponent`'s pure MCTS."""
+    """The page's first opponent (as app.js): the zoo's model, a run's search, else MCTS."""
     game = games.make(name, **kwargs)
     trained = [s for s in opponents(runs, name, kwargs) if s.startswith("search:")]
     return trained[0] if zoo.default(game) is None and trained else default_opponent(game)
@@ -257,9 +246,8 @@ _STOP_WARMING = threading.Event()
 
 
 def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> None:
-    """Compile each (game, agent spec) not yet compiled nor being compiled (`prepare`), and draw
-    its first board (pgx's first picture takes seconds), each in a daemon thread; failures are
-    left to the game that asks for it."""
+    """`prepare` each (game, spec) and draw its first board (pgx's takes seconds) in a thread;
+    a failure is left to the game that asks for it."""
 
     def run(game: games.Game, spec: str) -> None:
         if _STOP_WARMING.is_set():
@@ -278,16 +266,14 @@ def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> No
 
 @atexit.register
 def _stop_warming() -> None:
-    """At exit, let each warm-up finish the compile it is in and stop: a compile still running
-    while the interpreter tears JAX down crashes the process."""
+    """Let warm-ups finish their compile: one running while JAX is torn down crashes."""
     _STOP_WARMING.set()
     for thread in list(_WARMING.values()):
         thread.join()
 
 
 class BrowserGame:
-    """A browser game: a Session, its size keywords, a lock, and the agent's analyses by the
-    number of plies played when each was shown (so that Undo shows the earlier one again)."""
+    """A Session, its size keywords, a lock, and the analyses by ply (so Undo shows them)."""
 
     def __init__(self, session: Session, kwargs: dict[str, int]) -> None:
         self.session, self.kwargs = session, kwargs
@@ -300,16 +286,18 @@ def board_svg(session: Session, index: int, clickable: bool = False) -> str:
     game, state = session.game, session.states[index]
     picture = game.svg(state, last_action=last, clickable=clickable)
     if game.name == "pgx:hex":
-        return hex_targets(picture, game, game.legal_actions(state) if clickable else [])
-    if game.name == "pgx:backgammon":
-        return backgammon_points(picture, session.human)
-    return picture
+        extra = hex_targets(game, game.legal_actions(state) if clickable else [])
+    elif game.name == "pgx:backgammon":
+        extra = backgammon_points(session.human)
+    else:
+        return picture
+    end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
+    return picture[:end] + "".join(extra) + picture[end:]
 
 
-def hex_targets(picture: str, game: games.Game, legal: list[int]) -> str:
-    """pgx's Hex picture with its coordinates and a clickable hexagon over each `legal` cell,
-    placed as pgx places its cells (15 units from centre to corner, each row half a cell to the
-    right of the one above) in its board group."""
+def hex_targets(game: games.Game, legal: list[int]) -> list[str]:
+    """Coordinates and a clickable hexagon over each `legal` cell, placed as pgx places its
+    cells (15 units from centre to corner, each row half a cell right of the one above)."""
     width, r = game.observation_shape[1], 15.0
     cells = []
     for action in (a for a in legal if a < width * width):
@@ -326,22 +314,19 @@ def hex_targets(picture: str, game: games.Game, legal: list[int]) -> str:
     for i, letter in enumerate(letters(width)):  # pgx draws no coordinates: a1 top left
         cells.append(_label(i * r * math.sqrt(3), -1.9 * r, letter))
         cells.append(_label((i / 2 - 1.1) * r * math.sqrt(3), i * r * 1.5, str(i + 1)))
-    end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
-    return picture[:end] + "".join(cells) + picture[end:]
+    return cells
 
 
-def backgammon_points(picture: str, person: int) -> str:
-    """pgx's Backgammon picture with its points numbered for `person` (0: Black), as the moves
-    are written, between the two rows. pgx draws Black's point 24 - i (White's i + 1) at
-    column 12.5 - i of the bottom row, then leftwards past the bar, then the top row from the
-    left, in units of 25."""
+def backgammon_points(person: int) -> list[str]:
+    """Backgammon's point numbers for `person` (0: Black) between the rows. pgx draws Black's
+    point 24 - i (White's i + 1) at column 12.5 - i of the bottom row, then leftwards past the
+    bar, then the top row from the left, in units of 25."""
     labels = []
     for i in range(24):
         column = 12.5 - i - (i >= 6) if i < 12 else i - 11.5 + (i >= 18)
         text = str(24 - i if person == 0 else i + 1)
         labels.append(_label(25 * column, 25 * (7.6 if i < 12 else 6.4), text))
-    end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
-    return picture[:end] + "".join(labels) + picture[end:]
+    return labels
 
 
 def _label(x: float, y: float, text: str) -> str:
@@ -352,8 +337,7 @@ def _label(x: float, y: float, text: str) -> str:
 
 
 def _ply(session: Session, p: Ply, i: int | None = None) -> dict[str, Any]:
-    """Ply `p` as the page lists it; with its index `i`, the pictures of it being played:
-    Chain Reaction's explosion levels, then the result."""
+    """Ply `p` for the page; with its index `i`, its pictures (Chain Reaction's explosions)."""
     out: dict[str, Any] = {"player": p.player, "notation": p.notation, "by": p.by}
     if i is not None:
         game, frames = session.game, []
@@ -362,6 +346,11 @@ def _ply(session: Session, p: Ply, i: int | None = None) -> dict[str, Any]:
             frames = [game.svg(board=b, last_action=p.action) for b in levels[:-1]]
         out["frames"] = [*frames, board_svg(session, i + 1)]
     return out
+
+
+def _advice(advice: Advice) -> dict[str, Any]:
+    moves = [{"move": m, "share": p} for m, p in advice.moves]
+    return {"source": advice.source, "value": advice.value, "moves": moves}
 
 
 def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[str, Any]:
@@ -374,12 +363,9 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
     if session.analysis is not None:
         entry.analyses[plies] = session.analysis
     advice = entry.analyses.get(plies) if analyse else None
-    analysis = advice and {
-        "source": advice.source,
+    analysis = advice and _advice(advice) | {
         "own": agents.parse_spec(session.opponent).kind in ("search", "zoo"),  # its own search
         "played": next((p.notation for p in reversed(session.plies) if p.by == "agent"), None),
-        "value": advice.value,
-        "moves": [{"move": m, "share": p} for m, p in advice.moves],
     }
     return {
         "id": gid,
@@ -415,9 +401,9 @@ def create_app(
     max_games: int = 256,
     warm_up: bool = False,
 ) -> Starlette:
-    """The server. `runs_dir`: where to look for checkpoints; `analyse`: analyse each agent
-    move (an extra search per move); `max_games`: games kept (the least recently used go);
-    `warm_up`: compile the page's first game's first opponent in the background."""
+    """The server. `runs_dir`: where to find checkpoints; `analyse`: analyse each agent move
+    (a second search); `max_games`: games kept (LRU); `warm_up`: compile the first game's first
+    opponent in the background (the page asks for the one chosen as it is chosen)."""
     store: collections.OrderedDict[str, BrowserGame] = collections.OrderedDict()
     store_lock = threading.Lock()
     if warm_up:  # in a thread: finding the runs reads their checkpoints
@@ -450,7 +436,6 @@ def create_app(
         )
 
     async def offered(request: Request, **more: tuple[type, bool]) -> tuple[dict, games.Game]:
-        """The request's fields and its game, its opponent one offered for that game."""
         spec = {"game": (str, True), "kwargs": (dict, False), "opponent": (str, True), **more}
         data = fields(await read_json(request), **spec)
         kwargs = game_kwargs(data["game"], data.get("kwargs", {}))
@@ -488,10 +473,9 @@ def create_app(
 
     async def warm(request: Request) -> Response:
         data, game = await offered(request)
-        ready_now = prepared(game, data["opponent"])
-        if not ready_now:
-            warm_in_background([(game, data["opponent"])], analyse)
-        return JSONResponse({"ready": ready_now}, status_code=200 if ready_now else 202)
+        ready = prepared(game, data["opponent"])
+        warm_in_background([(game, data["opponent"])], analyse)  # nothing to do when ready
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 202)
 
     def lookup(request: Request) -> tuple[str, BrowserGame]:
         gid = request.path_params["gid"]
@@ -521,11 +505,8 @@ def create_app(
                 with entry.lock:
                     now = len(entry.session.plies)
                     if data["ply"] != now:
-                        raise HTTPException(
-                            409,
-                            f"stale request: made at ply {data['ply']} but the game is at ply "
-                            f"{now}; reload it",
-                        )
+                        stale = f"stale request: made at ply {data['ply']} but the game is at ply"
+                        raise HTTPException(409, f"{stale} {now}; reload it")
                     return act(gid, entry, data)
 
             return JSONResponse(await run_in_threadpool(locked))
@@ -537,11 +518,8 @@ def create_app(
         start, legal = len(session.plies), session.game.legal_actions(session.state)
         if session.human_to_move and action not in legal:
             named = ", ".join(f"{a} ({session.game.format_action(a)})" for a in legal)
-            raise HTTPException(
-                400,
-                f"action {action} is not legal here; legal actions (their notation in "
-                f"brackets): {named}",
-            )
+            message = f"legal actions (their notation in brackets): {named}"
+            raise HTTPException(400, f"action {action} is not legal here; {message}")
         try:
             session.play(action)
         except IllegalMoveError as err:
@@ -557,9 +535,7 @@ def create_app(
     def hint(gid: str, entry: BrowserGame, data: dict) -> dict[str, Any]:
         if not entry.session.human_to_move:
             raise HTTPException(409, "no hint: it is not your turn")
-        advice = entry.session.advice()
-        moves = [{"move": m, "share": p} for m, p in advice.moves]
-        return {"moves": moves, "value": advice.value, "source": advice.source}
+        return _advice(entry.session.advice())
 
     async def error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
