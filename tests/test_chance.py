@@ -43,21 +43,6 @@ class _Coin(TicTacToe):
         return jnp.float32([0.5, 0.5])
 
 
-class _NotOne(_Coin):
-    def chance_probs(self, afterstate):
-        return jnp.float32([0.5, 0.4])
-
-
-class _Unreachable(_Coin):
-    def chance_probs(self, afterstate):
-        return jnp.float32([1.0, 0.0])
-
-
-class _NotStep(_Coin):
-    def step_chance(self, afterstate, outcome):
-        return afterstate.replace(current_player=1 - afterstate.current_player)
-
-
 class _Lucky(_Coin):
     """A loaded coin: after a move that leaves the game on, the mover wins one time in ten."""
 
@@ -76,19 +61,26 @@ class _Lucky(_Coin):
         )
 
 
+def _broken(**methods):
+    """A _Coin with some methods replaced."""
+    return type("Broken", (_Coin,), methods)()
+
+
 @pytest.mark.parametrize(
     ("game", "message"),
     [
         (BACKGAMMON, None),
         (_Coin(), None),
-        (_NotOne(), "chance_probs does not sum to one"),
-        (_Unreachable(), r"chance outcomes \[1\] are never possible"),
-        (_NotStep(), r"step\(state, action\) is not step_chance"),
+        (_broken(chance_probs=lambda _, a: jnp.float32([0.5, 0.4])), "does not sum to one"),
+        (_broken(chance_probs=lambda _, a: jnp.float32([1, 0])), r"outcomes \[1\] are never"),
+        (
+            _broken(step_chance=lambda _, a, o: a.replace(current_player=1 - a.current_player)),
+            r"step\(state, action\) is not step_chance",
+        ),
     ],
     ids=["backgammon", "coin", "not-one", "unreachable", "not-step"],
 )
 def test_check_game_checks_the_chance_contract(game, message):
-    assert game.has_chance
     if message is None:
         check_game(game, num_games=2)
     else:
@@ -96,9 +88,8 @@ def test_check_game_checks_the_chance_contract(game, message):
             check_game(game, num_games=2)
 
 
-def test_backgammon_rewards_heuristic_and_last_move():
-    """A gammon is a plain win (pgx scores it 2); the heuristic is the pip-count lead; a game
-    ended by its length bound rolls no dice after its last move."""
+def test_backgammon_gammons_and_last_move():
+    """A gammon (pgx: 2) is a plain win; no roll follows a game's last move."""
 
     def play(key):
         def ply(carry):
@@ -115,13 +106,9 @@ def test_backgammon_rewards_heuristic_and_last_move():
 
     bounded = type(BACKGAMMON)()  # compiled apart: jit keys on the game
     bounded.max_game_length = 6  # from the start, each turn's second move passes the turn
-    state, lead = bounded.init(jax.random.key(0)), 0.0
-    assert float(bounded.heuristic(state, 0)) == 0.0
+    state = bounded.init(jax.random.key(0))
     for _ in range(5):
-        mover, action = int(state.current_player), bounded.legal_actions(state)[-1]
-        state = bounded.step(state, action)
-        lead += (1 if mover == 0 else -1) * (action % 6 + 1)  # pgx: action = 6 * source + die
-        assert float(bounded.heuristic(state, 0)) == -float(bounded.heuristic(state, 1)) == lead
+        state = bounded.step(state, bounded.legal_actions(state)[-1])
     after = bounded.afterstate(state, bounded.legal_actions(state)[-1])
     assert bool(after.terminated) and int(after.env.current_player) != int(state.env.current_player)
     np.testing.assert_array_equal(bounded.chance_probs(after)[0], 1.0)
@@ -134,7 +121,13 @@ def _positions():
     states = jax.tree.map(
         lambda x: x[-1], random_trajectories(BACKGAMMON, jax.random.key(5), 16, 7)[1]
     )
-    return states, states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+    other = states.replace(seed=states.seed ^ jnp.uint32(0x9E3779B9))
+    # `step` rolls the next dice from the seed (a search must not), `afterstate` leaves them
+    move = jnp.argmax(states.legal_action_mask, axis=-1)
+    step, after = jax.jit(jax.vmap(BACKGAMMON.step)), jax.jit(jax.vmap(BACKGAMMON.afterstate))
+    assert (step(states, move).env._dice != step(other, move).env._dice).any()
+    jax.tree.map(np.testing.assert_array_equal, after(states, move).env, after(other, move).env)
+    return states, other
 
 
 def _linear_evaluator(game):
@@ -148,27 +141,10 @@ def _linear_evaluator(game):
     return evaluate
 
 
-def test_the_seeds_differ_in_the_dice_to_come_only():
-    """`step` rolls the next turn's dice from the State's seed, `afterstate` leaves them
-    unrolled: what the reseeded positions of the tests below must hide from a search."""
-    states, other = _positions()
-    move = jnp.argmax(states.legal_action_mask, axis=-1)
-    afterstate, step = jax.jit(jax.vmap(BACKGAMMON.afterstate)), jax.jit(jax.vmap(BACKGAMMON.step))
-    due = np.asarray(afterstate(states, move).chance_due)
-    assert due.any()
-    dice, other_dice = (np.asarray(step(s, move).env._dice)[due] for s in (states, other))
-    assert (dice != other_dice).any()
-    jax.tree.map(
-        np.testing.assert_array_equal, afterstate(states, move).env, afterstate(other, move).env
-    )
-
-
 @pytest.mark.parametrize(
     ("algorithm", "chance_value"), [("puct", "sampled"), ("gumbel", "expected")]
 )
 def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm, chance_value):
-    """The same positions under two dice seeds, with and without root noise: the same moves,
-    policies and values, legal ones."""
     states, other = _positions()
     config = SearchConfig(algorithm=algorithm, num_simulations=16, chance_value=chance_value)
     search = jax.jit(
@@ -192,8 +168,7 @@ def test_chance_search_does_not_depend_on_the_dice_to_come(algorithm, chance_val
 
 
 def test_selfplay_and_agents_do_not_depend_on_the_dice_to_come():
-    """Self-play (sampled and greedy moves, full and fast searches), the greedy agent and pure
-    MCTS's random playouts (their dice drawn from the key) under two dice seeds."""
+    """Self-play (full, fast), greedy and pure MCTS's playouts under two dice seeds."""
     states, other = _positions()
     evaluate = _linear_evaluator(BACKGAMMON)
     search = SearchConfig(algorithm="gumbel", num_simulations=8)
@@ -227,18 +202,16 @@ def test_alphabeta_is_refused_on_a_chance_game():
         load_config(CONFIGS / "pgx_backgammon.yaml", ["eval.opponents=[random,alphabeta:2]"])
 
 
+TWO = ((0, 3, 1, 4), (0, 3, 8, 4))  # Tic-Tac-Toe: X wins at 2; X must block at 5
+
+
 @pytest.mark.parametrize(
     ("algorithm", "chance_value"), [("puct", "sampled"), ("gumbel", "expected")]
 )
 def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
-    """Tic-Tac-Toe with a coin that changes nothing: the search takes a win (X at 2) and blocks
-    a loss (O threatens 5), the win backed up through the roll's edge."""
-    game, positions = _Coin(), []
-    for moves in ((0, 3, 1, 4), (0, 3, 8, 4)):
-        state = game.init(jax.random.key(0))
-        for move in moves:
-            state = game.step(state, move)
-        positions.append(state)
+    """A coin that changes nothing: the search takes a win (2) and blocks a loss (5)."""
+    game = _Coin()
+    positions = [functools.reduce(game.step, m, game.init(jax.random.key(0))) for m in TWO]
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *positions)
     config = SearchConfig(algorithm=algorithm, num_simulations=200, chance_value=chance_value)
     out, tree = jax.jit(
@@ -254,8 +227,7 @@ def test_chance_search_signs_on_a_deterministic_game(algorithm, chance_value):
 
 @pytest.mark.parametrize("chance_value", CHANCE_VALUES)
 def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_value):
-    """A flat evaluator's first value of the chance node after a move on the loaded coin: 0.1
-    under "expected"; under "sampled" a win for about 1 row in 10 (not 1 in 2)."""
+    """The loaded coin's first value: 0.1 expected; a win in ~1 row of 10 sampled."""
     game = _Lucky()
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 128))
     config = SearchConfig(algorithm="puct", num_simulations=1, chance_value=chance_value)
@@ -272,8 +244,7 @@ def test_a_chance_nodes_first_value_follows_the_outcomes_probabilities(chance_va
 
 
 def test_chance_tree_grows_mctx_stochastic_muzero_tree():
-    """`_chance_tree` (Gumbel's tree with chance nodes, from mctx's public pieces) with PUCT's
-    selection grows mctx's own `stochastic_muzero_policy` tree over backgammon positions."""
+    """`_chance_tree` with PUCT's selection grows mctx's `stochastic_muzero_policy` tree."""
     states = jax.tree.map(lambda x: x[:8], _positions()[0])
     evaluate = _linear_evaluator(BACKGAMMON)
     decide, roll = _decision_fn(BACKGAMMON, evaluate, "expected"), _chance_fn(BACKGAMMON, evaluate)

@@ -104,8 +104,7 @@ def test_check_network_judges_the_outputs_on_live_positions():
 
 
 def test_make_train_recipe_keeps_its_value_head_alive_and_learning():
-    """The Makefile's default config, 5 iterations (3 of them trained): the value output varies
-    over positions and the value loss falls (seed 0's value head went dark before a fix)."""
+    """`make train`'s config: the value output varies and its loss falls."""
     config = load_config(
         ROOT / "configs" / "chain_reaction.yaml", ["eval.every=0", "eval.final_num_games=0"]
     )

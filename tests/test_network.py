@@ -1,5 +1,4 @@
-"""The residual policy/value network: shapes, ranges, no batch statistics, bfloat16 compute, and
-the CPU convolution's gradients."""
+"""The residual policy/value network: shapes, ranges, no batch statistics, bfloat16 compute."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import pytest
 from helpers import random_trajectories
 
 import games
-from azjax.network import NetworkConfig, _cpu_conv, _native_conv, init_params, make_network
+from azjax.network import NetworkConfig, init_params, make_network
 from azjax.search import network_evaluator
 
 
@@ -55,24 +54,3 @@ def test_errors_name_the_bad_value():
     net = make_network(game, NetworkConfig(blocks=0, channels=4))
     with pytest.raises(ValueError, match=r"\(3, 3, 2\)"):
         net.init(jax.random.key(0), jnp.zeros((1, 4, 4, 2)))
-
-
-def test_cpu_convolution_matches_the_native_one_in_values_and_gradients():
-    """On the CPU the convolution runs natively forward with im2col's gradients: both equal the
-    native convolution's own (inside a scan, as in the training step)."""
-    x = jax.random.normal(jax.random.key(0), (3, 6, 7, 5))
-    kernel = jax.random.normal(jax.random.key(1), (3, 3, 5, 4))
-    target = jax.random.normal(jax.random.key(2), (3, 6, 7, 4))
-
-    def loss(conv, x, kernel):
-        def step(carry, _):
-            return carry, jnp.sum((conv(x, kernel) - target) ** 2 * carry)
-
-        return jax.lax.scan(step, 1.0, None, length=2)[1].sum()
-
-    grads = jax.value_and_grad(loss, argnums=(1, 2))
-    ours = jax.jit(grads, static_argnums=0)(_cpu_conv, x, kernel)
-    native = grads(_native_conv, x, kernel)
-    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(native), strict=True):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-3)
-    assert float(jnp.abs(native[1][1]).max()) > 1.0  # gradients that could differ

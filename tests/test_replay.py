@@ -89,8 +89,7 @@ def test_sampling_is_uniform_over_each_shards_filled_slots():
 
 
 def test_augmentation_applies_one_symmetry_to_observation_and_policy():
-    """Position k: a stone on cell k and the policy on action k, moved together, by every
-    symmetry of Tic-Tac-Toe over 2048 samples."""
+    """A stone on cell k and the policy on k move together under every symmetry."""
     ids = np.arange(9)
     obs = np.zeros((9, 9, 2), np.float32)
     obs[ids, ids, 0] = 1
@@ -120,8 +119,7 @@ def test_shard_counts_that_do_not_split_are_refused():
 
 @pytest.mark.parametrize(("old", "new", "rounds"), [(4, 2, 1), (2, 3, 5), (3, 1, 1)])
 def test_reshard_keeps_every_position_in_age_order(old, new, rounds):
-    """Dealt out by age (the k-th oldest of every old shard, in shard order, then the next),
-    each position in turn to the next new shard, oldest first from slot 0."""
+    """Dealt out by age in turn to the new shards, oldest first from slot 0."""
     buffer, rings = filled(12, old, rounds, seed=old * 10 + new)
     dealt = [ring[k] for k in range(max(map(len, rings))) for ring in rings if k < len(ring)]
     moved = jax.jit(replay_reshard, static_argnums=1)(buffer, new)
@@ -158,8 +156,7 @@ def test_the_newest_positions_carry_to_a_buffer_of_another_shard_count(old, new)
 
 
 def test_states_are_stored_instead_of_observations_when_smaller():
-    """A Tic-Tac-Toe State is smaller than its observation: the buffer keeps the State and the
-    sampler observes it, giving the same batch as a buffer of observations."""
+    """A buffer of States samples what a buffer of observations does."""
     assert stores_states(GAME)
     states = jax.tree.map(lambda x: x[-1], random_trajectories(GAME, jax.random.key(3), 6, 3)[1])
     plain = examples(np.arange(6), np.ones(6, bool))

@@ -34,8 +34,7 @@ def stack(states):
 
 
 def positions(game, num, seed=0, finished=False):
-    """`num` positions of random games at varied plies: live ones, the last one finished with
-    `finished`."""
+    """`num` positions of random games: live ones, the last finished with `finished`."""
     _, states = random_trajectories(game, jax.random.key(seed), num, game.max_game_length)
     states, rng = jax.tree.map(np.asarray, states), np.random.default_rng(seed)
     done = [finished and b == num - 1 for b in range(num)]
@@ -55,8 +54,7 @@ def tree_search_fn(game, algorithm, simulations, evaluate=adversarial_evaluator,
 
 
 def test_gumbel_search_is_mctxs_gumbel_muzero_policy():
-    """Moves, policies, root values and the tree's visits and values (to float32 rounding), on
-    Dots and Boxes 2x2 (the mover may move again) with root noise and random leaf values."""
+    """Dots and Boxes 2x2 (repeated turns), root noise, random values: mctx's own result."""
     game = games.make("dots_and_boxes", rows=2, cols=2)
     states = positions(game, 6, seed=4)
     config = SearchConfig(algorithm="gumbel", num_simulations=16)
@@ -107,15 +105,11 @@ def test_gumbel_search_is_mctxs_gumbel_muzero_policy():
     ids=["othello-gumbel", "dots_and_boxes-puct", "chain_reaction-gumbel"],
 )
 def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
-    """Five live positions and a finished game, with priors that prefer illegal moves: legal
-    moves and policies only, at the root and below; discount 0 into a terminal State, +1 when
-    the mover moves again, else -1; nothing below a terminal State; the finished game gets move
-    0, no policy and value 0."""
+    """Priors preferring illegal moves; discounts 0/+1/-1; a finished game gets move 0."""
     game = games.make(name, **kwargs)
     states = positions(game, 6, seed=1, finished=True)
-    out, tree = jax.tree.map(
-        np.asarray, tree_search_fn(game, algorithm, 24)(states, jax.random.key(2))
-    )
+    search = tree_search_fn(game, algorithm, 24)
+    out, tree = jax.tree.map(np.asarray, search(states, jax.random.key(2)))
     legal = np.asarray(states.legal_action_mask)
     assert legal[np.arange(5), out.action[:5]].all(), "an illegal move was chosen"
     assert (out.policy[~legal] == 0).all()
@@ -134,6 +128,8 @@ def test_only_legal_actions_anywhere_in_the_tree(name, kwargs, algorithm):
     expected = np.where(nodes.terminated[rows, child], 0.0, np.where(same, 1.0, -1.0))
     np.testing.assert_array_equal(tree.children_discounts[has_child], expected[has_child])
     assert (tree.children_rewards[has_child & nodes.terminated[..., None]] == 0).all()
+    with pytest.raises(ValueError, match=r"^num_simulations must be >= 1, got 0$"):
+        run_search(game, adversarial_evaluator, None, states, jax.random.key(1), SearchConfig(), 0)
 
 
 # Tic-Tac-Toe positions (moves from the start) and the moves that win or block at once.
@@ -149,16 +145,11 @@ TACTICS = [
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_uniform_net_wins_and_blocks_at_once(algorithm):
-    """With a uniform net (the search alone), greedy moves win or block; sampled ones are
-    legal and most of them are the answer, which the policy target prefers."""
+    """Greedy moves win or block; sampled ones mostly do, and the policy target agrees."""
     game = games.make("tictactoe")
-    states = []
-    for moves, _ in TACTICS:
-        state = game.init(jax.random.key(0))
-        for move in moves:
-            state = game.checked_step(state, move)
-        states.append(state)
-    states, answers = stack(states), [answer for _, answer in TACTICS]
+    start = game.init(jax.random.key(0))
+    states = stack([functools.reduce(game.checked_step, moves, start) for moves, _ in TACTICS])
+    answers = [answer for _, answer in TACTICS]
     search = tree_search_fn(game, algorithm, 128, uniform_evaluator)
     out = search(states, jax.random.key(0), False)[0]
     assert [int(a) in answer for a, answer in zip(out.action, answers, strict=True)] == [True] * 6
@@ -174,9 +165,7 @@ def test_uniform_net_wins_and_blocks_at_once(algorithm):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_greedy_and_cut_moves_under_root_noise(algorithm):
-    """Connect Four with root noise: a greedy move (`sample` False) is a most visited one; a
-    sampled move whose Q is more than `sample_cutoff` below the best visited Q gives way to
-    the greedy move, and the others stay (the same key gives the same tree)."""
+    """Greedy: most visited; sampled moves over `sample_cutoff` below the best Q: greedy."""
     game = games.make("connect4")
     states = positions(game, 16, seed=7)
     legal = np.asarray(states.legal_action_mask)
@@ -205,41 +194,3 @@ def test_greedy_and_cut_moves_under_root_noise(algorithm):
     np.testing.assert_array_equal(cut[far], greedy[far])
     np.testing.assert_array_equal(cut[~far], sampled[~far])
     assert ((cut_gaps <= 0.05) | (cut == greedy)).all()
-
-
-def rising(params, states, key):
-    """Priors rising with the action index, values 0."""
-    batch, actions = states.legal_action_mask.shape
-    return jnp.broadcast_to(jnp.arange(actions) / 10.0, (batch, actions)), jnp.zeros(batch)
-
-
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_greedy_ties_in_visits_go_to_the_higher_prior(algorithm):
-    """Four simulations without noise visit four moves once each: the greedy move is the legal
-    one the prior prefers."""
-    game = games.make("tictactoe")
-    first = game.init(jax.random.key(0))
-    states = stack([first, game.step(game.step(first, 8), 2)])  # X on 8, O on 2: 7 is best
-    search = tree_search_fn(game, algorithm, 4, rising, max_num_considered_actions=4)
-    out, tree = search(states, jax.random.key(1), False)
-    visits = np.asarray(tree.summary().visit_counts)
-    assert (visits[np.arange(2), [8, 7]] == 1).all() and (visits.max(-1) == 1).all()
-    np.testing.assert_array_equal(out.action, [8, 7])
-    with pytest.raises(ValueError, match=r"^num_simulations must be >= 1, got 0$"):
-        run_search(game, rising, None, states, jax.random.key(1), SearchConfig(), 0)
-
-
-def test_root_dirichlet_noise_falls_on_legal_moves():
-    """PUCT's root prior is 0.75 x the net's + 0.25 x Dirichlet noise over the legal moves
-    only: with a small alpha some legal move gains well over 0.05 in every row, and the rest
-    keep 0.75 x the uniform prior."""
-    game = games.make("tictactoe")
-    later = game.step(game.step(game.init(jax.random.key(0)), 8), 2)  # 7 legal moves
-    states = stack([later] * 32)
-    search = tree_search_fn(game, "puct", 2, uniform_evaluator, dirichlet_alpha=0.03)
-    tree = search(states, jax.random.key(0))[1]
-    prior = np.asarray(jax.nn.softmax(tree.children_prior_logits[:, tree.ROOT_INDEX]))
-    legal = np.asarray(states.legal_action_mask)
-    np.testing.assert_allclose(prior.sum(-1), 1.0, rtol=1e-5)
-    assert (prior[~legal] == 0).all() and (prior.max(-1) >= 0.75 / 7 + 0.05).all()
-    np.testing.assert_allclose(prior[legal].reshape(32, 7).min(-1), 0.75 / 7, atol=0.005)

@@ -28,8 +28,7 @@ SHARED = pytest.mark.xdist_group("tictactoe_integer_rollout")  # one compiled ro
 
 
 def integer_evaluator(game):
-    """A fixed linear evaluator exact in float32 (0/1 planes, integer weights): its outputs do
-    not depend on the batch size the way a conv net's rounding does."""
+    """A fixed linear evaluator, exact in float32 whatever the batch size."""
     size, rng = int(np.prod(game.observation_shape)), np.random.default_rng(0)
     w_logits = jnp.asarray(rng.integers(-3, 4, (size, game.num_actions)), jnp.float32)
     w_value = jnp.asarray(rng.integers(-3, 4, size), jnp.float32)
@@ -57,12 +56,9 @@ def play(name, algorithm, seed, full_every=3, move_number=None, **kwargs):
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), batch))
     moves = jnp.zeros(batch, jnp.int32) if move_number is None else move_number
     full = jnp.arange(length) % full_every == 0 if full_every else jnp.zeros(length, bool)
-    keys = (
-        seed
-        if isinstance(seed, jax.Array)
-        else jax.random.split(jax.random.key(seed), (length, batch))
-    )
-    return *rollout(None, states, moves, full, keys), keys
+    if not isinstance(seed, jax.Array):
+        seed = jax.random.split(jax.random.key(seed), (length, batch))
+    return *rollout(None, states, moves, full, seed), seed
 
 
 @pytest.mark.parametrize(
@@ -73,8 +69,7 @@ def play(name, algorithm, seed, full_every=3, move_number=None, **kwargs):
     ],
 )
 def test_selfplay_games_are_legal_and_replay_exactly(name, kwargs, algorithm):
-    """Each slot's recorded moves, replayed from the start, give every observation, reward,
-    discount and game end, and were legal; a finished game restarts at once in its slot."""
+    """Replaying each slot's moves gives every record; finished games restart at once."""
     game, _, batch, length = integer_rollout(name, algorithm, **kwargs)
     states, moves, traj, _ = play(name, algorithm, 1, **kwargs)
     traj = jax.tree.map(np.asarray, traj)
@@ -106,8 +101,6 @@ def test_selfplay_games_are_legal_and_replay_exactly(name, kwargs, algorithm):
 @SHARED
 @pytest.mark.parametrize("algorithm", ["gumbel", "puct"])
 def test_each_slot_plays_the_same_game_whatever_the_other_slots_play(algorithm):
-    """Slot b's game depends only on its own keys: with the other slots' keys replaced it plays
-    the same game, value for value."""
     _, _, together, keys = play("tictactoe", algorithm, 2, full_every=2)
     others = play("tictactoe", algorithm, 5, full_every=2)[3]
     for b in (0, 3):
@@ -120,8 +113,7 @@ def test_each_slot_plays_the_same_game_whatever_the_other_slots_play(algorithm):
 
 @SHARED
 def test_fast_searches_past_the_temperature_moves_do_not_explore():
-    """Fast searches add no root noise and sample no move once the temperature moves (3) are
-    played: their moves and values do not depend on the keys; inside them they do."""
+    """Past the 3 temperature moves fast searches ignore the keys; inside them not."""
     for move_number, same in ((jnp.full(4, 3, jnp.int32), True), (None, False)):
         a, b = (play("tictactoe", "gumbel", s, None, move_number)[2] for s in (1, 2))
         # the first 5 moves: no game of Tic-Tac-Toe ends (and restarts at move 0) before
@@ -131,8 +123,7 @@ def test_fast_searches_past_the_temperature_moves_do_not_explore():
 
 @pytest.mark.parametrize(("prob", "fast"), [(0.25, 2), (0.5, 6)])  # 6: fast is full, PCR off
 def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
-    """Each move's search is full with probability `prob`; only full searches give a policy
-    target; every searched position is emitted once with its game's result, or is pending."""
+    """Full searches (prob) alone give policy targets; each position emitted once."""
     game = games.make("tictactoe")
     cfg = SelfPlayConfig(batch_size=6, chunk_moves=5, full_search_prob=prob, fast_simulations=fast)
     init_fn, chunk_fn = (
@@ -165,9 +156,7 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
 
 
 def test_games_open_with_random_plies_that_are_not_recorded():
-    """With `opening_moves` 3 every game (the first ones and each restarted one) starts after
-    0..3 random plies, each count seen, none recorded, counted in the move number; a ply that
-    would end the game is skipped."""
+    """Every game opens with 0..3 unrecorded random plies, counted in the move number."""
     game = games.make("tictactoe")
     evaluate, search = (
         integer_evaluator(game),
@@ -195,8 +184,7 @@ def test_games_open_with_random_plies_that_are_not_recorded():
 
 
 def make_trajectory(players, rewards, terminated, ids=None, next_player=None):
-    """A [T, B] trajectory from plain lists ([T] ones are one slot), each position's id in its
-    observation; discounts from who moves next (by default the next entry's player)."""
+    """A [T, B] trajectory of plain lists, ids in the observations, discounts by turn."""
     players, rewards, terminated = (
         np.asarray(x).reshape(len(x), -1) for x in (players, rewards, terminated)
     )
@@ -275,9 +263,7 @@ def random_stream(rng, num_moves, max_length=9):
 
 @pytest.mark.parametrize(("seed", "groups"), [(0, 1), (2, 5)])
 def test_resolve_emits_every_finished_position_once_with_the_right_value(seed, groups):
-    """Chunks of 5 slots' random games: each position comes out once, oldest first, once its
-    game's result is known, valued as the reference says; each group's example slots are
-    shared by its game slots (pooled across all slots with one group)."""
+    """Each position once, oldest first, valued as the reference, slots shared by group."""
     rng = np.random.default_rng(seed)
     batch, length, chunks = 5, 4, 12
     streams = [random_stream(rng, length * chunks + 1) for _ in range(batch)]
@@ -292,11 +278,8 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed, g
     step = jax.jit(lambda p, c: resolve(p, c, groups=groups))
     pending = empty_trajectory(9, batch, (1, 1, 1), 3)
     emitted = {b: [] for b in range(batch)}
-    emitted_before, pooled, group_of = (
-        np.zeros(groups, int),
-        False,
-        np.arange(batch) // (batch // groups),
-    )
+    emitted_before, pooled = np.zeros(groups, int), False
+    group_of = np.arange(batch) // (batch // groups)
     for c in range(chunks):
         part = slice(c * length, (c + 1) * length)
         cols = [np.stack([np.asarray(s[k][part]) for s in streams], axis=1) for k in range(3)]
@@ -327,10 +310,7 @@ def test_resolve_emits_every_finished_position_once_with_the_right_value(seed, g
         finished = [t for t in range(length * chunks) if expected[(b, t)] is not None]
         assert emitted[b] == finished[: len(emitted[b])]  # oldest first, each once
         assert len(finished) - len(emitted[b]) <= 9  # the rest fits the pending buffer
+    empty = empty_trajectory(4, 6, (1, 1, 1), 3)
     for bad in (0, 4):
         with pytest.raises(ValueError, match=f"groups={bad} must be >= 1 and divide the 6"):
-            resolve(
-                empty_trajectory(9, 6, (1, 1, 1), 3),
-                empty_trajectory(4, 6, (1, 1, 1), 3),
-                groups=bad,
-            )
+            resolve(empty, empty, groups=bad)
