@@ -32,17 +32,14 @@ def _choose(agent, states, key, optimised: bool = False):
     return np.asarray(choose(*args))
 
 
-def test_alphabeta_plays_perfect_tictactoe():
-    """At every ply, for X and O, alphabeta:9 plays a best move by the exact labels."""
+def test_alphabeta_plays_perfectly():
+    """At every Tic-Tac-Toe ply, for X and O, alphabeta:9 plays a best move by exact labels."""
     game, positions = games.make("tictactoe"), referees.TICTACTOE.load()[1::45]
     assert {p.ply for p in positions} == set(range(1, 9))
     states = referees.replay(game, positions)
     moves = _choose(agents.make("alphabeta:9", game), states, jax.random.key(2), optimised=True)
     assert referees.score_moves(positions, moves).best_move == 1
-
-
-def test_alphabeta_is_exact_with_repeated_turns():
-    """2x2 Dots and Boxes endgames (a box keeps the turn): the best result by the solver."""
+    # 2x2 Dots and Boxes endgames (a box keeps the turn): the best result by the solver.
     game = games.make("dots_and_boxes", rows=2, cols=2)
     solution = referees.DotsAndBoxesSolution.of(2, 2)
     states = _live_states(game, jax.random.key(3), 12, 12)

@@ -199,10 +199,7 @@ def test_confidence_interval():
     r = arena.MatchResult(30, 40, 30, (15, 20, 15), (15, 20, 15))
     assert r.to_dict()["as_first"] == {"wins": 15, "draws": 20, "losses": 15}
     assert r.to_dict()["ci95"] == list(r.interval)
-
-
-def test_confidence_interval_covers_the_true_score():
-    """Over 1,000 matches of a few true shares, the interval holds the score >= 93% of the time."""
+    # Over 1,000 matches of a few true shares, the interval holds the score >= 93% of the time.
     rng = np.random.default_rng(0)
     for shares in ((0.99, 0.0, 0.01), (0.97, 0.03, 0.0), (0.3, 0.4, 0.3), (0.02, 0.96, 0.02)):
         for n in (20, 200):
@@ -210,21 +207,6 @@ def test_confidence_interval_covers_the_true_score():
             counts = rng.multinomial(n, shares, size=1000)
             held = [low <= score <= high for low, high in (_interval(*c) for c in counts)]
             assert np.mean(held) >= 0.93, (shares, n, np.mean(held))
-
-
-def test_bad_arguments_are_refused():
-    a = Agent(_constant(0), name="a")
-    with pytest.raises(ValueError, match="num_games"):
-        arena.match(HIGHER, a, a, 0, jax.random.key(0))
-    with pytest.raises(ValueError, match="opening_moves"):
-        arena.match(HIGHER, a, a, 2, jax.random.key(0), opening_moves=-1)
-    with pytest.raises(ValueError, match="distinct"):
-        arena.ladder(HIGHER, [a, a], 2, jax.random.key(0))
-    # A game that outlasts its declared length is reported, not counted as unfinished.
-    long = _Rigged((0,) * 6, _higher_wins)
-    long.max_game_length = 1
-    with pytest.raises(RuntimeError, match="a game outlasted 4 turns; max_game_length is too"):
-        arena.match(long, a, a, 2, jax.random.key(0))
 
 
 def test_ladder_plays_each_pair_its_own_games_and_orders_the_agents():
@@ -354,7 +336,7 @@ def test_fit_recovers_known_ratings_within_four_errors():
     assert fitted.ratings["random"] == 0.0 and fitted.stderr["random"] == 0.0
 
 
-def test_two_players_closed_form_and_stderr():
+def test_fit_in_closed_form_and_at_the_maximum():
     # One pairing: the logit of the score, error 1/sqrt(n p (1 - p)); self-play counts nothing.
     w, d, lost = 50, 20, 30
     n, s = w + d + lost, (w + d / 2) / (w + d + lost)
@@ -376,11 +358,7 @@ def test_two_players_closed_form_and_stderr():
         {"random": 0, "b": 0, "c": -400 * math.log10(3)}, abs=1e-6
     )
     assert arena.fit(records, anchor="c").ratings["b"] == pytest.approx(400 * math.log10(3))
-
-
-def test_lopsided_records_still_reach_the_maximum():
-    """99.9% results beside near-even ones, a tiny prior: every player's expected points still
-    equal its points (a full Newton step overflows here)."""
+    # 99.9% results beside near-even ones, a tiny prior: expected points still equal points.
     results = [("random", "p1", 102, 99898), ("random", "p2", 7, 3), ("p0", "p1", 99911, 89)]
     results.append(("p0", "p2", 998, 2))
     prior = 1e-4
@@ -394,7 +372,19 @@ def test_lopsided_records_still_reach_the_maximum():
     assert expected == pytest.approx(points, rel=1e-6, abs=1e-6)
 
 
-def test_unbounded_unlinked_and_bad_records_are_refused():
+def test_bad_arguments_and_records_are_refused():
+    a = Agent(_constant(0), name="a")
+    with pytest.raises(ValueError, match="num_games"):
+        arena.match(HIGHER, a, a, 0, jax.random.key(0))
+    with pytest.raises(ValueError, match="opening_moves"):
+        arena.match(HIGHER, a, a, 2, jax.random.key(0), opening_moves=-1)
+    with pytest.raises(ValueError, match="distinct"):
+        arena.ladder(HIGHER, [a, a], 2, jax.random.key(0))
+    # A game that outlasts its declared length is reported, not counted as unfinished.
+    long = _Rigged((0,) * 6, _higher_wins)
+    long.max_game_length = 1
+    with pytest.raises(RuntimeError, match="a game outlasted 4 turns; max_game_length is too"):
+        arena.match(long, a, a, 2, jax.random.key(0))
     sweep = [arena.Record("x", "random", 10, 0, 0)]
     for records in (sweep, [arena.Record("random", "x", 10, 0, 0)]):  # swept by the anchor too
         with pytest.raises(ValueError, match="infinite; pass prior_draws > 0"):

@@ -190,7 +190,7 @@ def test_bad_position_files_are_named_in_one_line(tmp_path, capsys, content, mes
     assert err.count("\n") == 1 and str(bad) in err and message.replace("{}", str(bad)) in err
 
 
-def test_remaining_moves_and_group_bounds():
+def test_remaining_moves_and_groups_on_known_values_and_by_brute_force():
     cases = ((0, 1), (0, 21), (0, 0), (30, 0), (40, 1), (39, -1), (1, -1))  # (played, score)
     assert [referees.remaining_moves(*c) for c in cases] == [41, 1, 42, 12, 1, 2, 40]
     # stages: 14 | 15 and 28 | 29 moves played; difficulty: 13 | 14 and 28 | 29 moves left
@@ -200,10 +200,7 @@ def test_remaining_moves_and_group_bounds():
     assert difficulties == ["easy", "medium", "medium", "hard"]
     with pytest.raises(ValueError, match="moves played 42"):
         referees.group(42, 0)
-
-
-def test_groups_match_a_brute_force_count_of_the_moves_left():
-    """Late shipped positions, read as they are (load_groups files them by the formula)."""
+    # Late shipped positions, read as they are (load_groups files them by the formula).
     data = json.loads(referees.PONS_PATH.read_text())
     shipped = CONNECT4.parse({"positions": data["groups"]["end-easy"]})
     kinds = set()
