@@ -19,13 +19,11 @@ from azjax.cli.evaluate import main
 
 
 def _live_states(game, key, batch: int, length: int, stride: int = 1):
-    """Every `stride`-th live state along random games, batched (numpy leaves)."""
     states = live_positions(game, key, batch, length)
     return index(states, slice(None, None, stride))
 
 
 def _choose(agent, states, key, optimised: bool = False):
-    """`agent`'s moves in `states`, vmapped; `optimised`: see helpers.compile_optimised."""
     keys = jax.random.split(key, states.current_player.shape[0])
     choose, args = jax.vmap(agent.fn, (None, 0, 0)), (agent.params, states, keys)
     choose = compile_optimised(choose, *args) if optimised else jax.jit(choose)

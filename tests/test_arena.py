@@ -18,7 +18,6 @@ from flax import struct
 import games
 from azjax import arena
 from azjax.agents import Agent, random_legal_action
-from azjax.cli import INTERRUPTED
 from azjax.cli import evaluate as cli
 
 
@@ -86,10 +85,9 @@ HIGHER, TTT = _Rigged((0, 1), _higher_wins), games.make("tictactoe")
 def test_wins_draws_losses_are_counted_from_a(num_games):
     key = jax.random.key(0)
     strong, weak = Agent(_constant(3), name="strong"), Agent(_constant(1), name="weak")
-    first, second = (num_games + 1) // 2, num_games // 2
     r = arena.match(HIGHER, strong, weak, num_games, key)
     assert (r.wins, r.draws, r.losses, r.games) == (num_games, 0, 0, num_games)
-    assert r.first == (first, 0, 0) and r.second == (second, 0, 0)
+    assert r.first == ((num_games + 1) // 2, 0, 0) and r.second == (num_games // 2, 0, 0)
     assert r.score == 1.0 and r.name_a == "strong" and r.name_b == "weak"
     r = arena.match(HIGHER, weak, strong, num_games, key)
     assert (r.wins, r.draws, r.losses) == (0, 0, num_games) and r.score == 0.0
@@ -276,7 +274,7 @@ def test_cli_round_robin_interrupted_shows_and_keeps_its_finished_matches(
     out = tmp_path / "rr.json"
     argv = ["--game", "tictactoe", "--round-robin", "random,greedy,alphabeta:1"]
     argv += ["--games", "4", "--batch", "4", "--quiet", "--json", str(out)]
-    assert cli.main(argv) == INTERRUPTED
+    assert cli.main(argv) == 130
     printed, err = capsys.readouterr()
     table = printed.splitlines()
     assert len(table) == 2 and table[1].startswith("random vs greedy "), printed
