@@ -190,9 +190,9 @@ def compare_with_openspiel(game: Game, spiel_game, batch: int, length: int, seed
     return compared
 
 
-def write_tiny_run(workdir, steps=(1, 2), game: str = "tictactoe", dead: bool = False) -> None:
+def write_tiny_run(workdir, steps=(1, 2), game: str = "tictactoe") -> None:
     """A tiny run of `game` (Tic-Tac-Toe by default) in `workdir`: one checkpoint per step, for
-    agent and server tests; `dead`: every parameter 0 (the same output everywhere)."""
+    agent and server tests."""
     from azjax.checkpoint import Checkpointer
     from azjax.config import Config, GameConfig
     from azjax.network import NetworkConfig, init_params, make_network
@@ -208,8 +208,6 @@ def write_tiny_run(workdir, steps=(1, 2), game: str = "tictactoe", dead: bool = 
     saver = Checkpointer(workdir, keep=3)
     for step in steps:
         params = init_params(network, game, jax.random.key(step))
-        if dead:
-            params = jax.tree.map(jnp.zeros_like, params)
         saver.save(step, params, {"step": jnp.int32(step)}, config)
     saver.close()
 
