@@ -1,8 +1,11 @@
-"""The loss and the optimizer of one gradient step:
+"""The loss and the optimizer: what one gradient step of training computes.
 
-optimizer = make_optimizer(config.optim, total_steps)   # Adam, warm-up then cosine decay
-step = make_train_step(network, optimizer, config.optim)
-params, opt_state, metrics = step(params, opt_state, batch)
+    optimizer = make_optimizer(config.optim, total_steps)   # Adam, warm-up then cosine decay
+    step = make_train_step(network, optimizer, config.optim)
+    params, opt_state, metrics = step(params, opt_state, batch)
+
+The loss (`loss_fn`): policy cross-entropy where a full search gave the target, value squared
+error and an L2 penalty on the weights.
 """
 
 from __future__ import annotations

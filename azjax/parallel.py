@@ -1,21 +1,15 @@
 """Devices: one `jax.sharding.Mesh` over every device, with a single "data" axis.
 
 The same code runs on one CPU, several GPUs, a TPU host and a multi-host pod: self-play games,
-training batches and the replay buffer (one shard per device) are split over the "data" axis,
-parameters and optimizer state are replicated, and the compiler inserts the gradient
-all-reduce. There is no per-device Python (no pmap).
+training batches and the replay buffer (one shard per device) split over the "data" axis,
+parameters and optimizer state are replicated, and the compiler inserts the gradient all-reduce.
 
-Multi-host: call `initialize_distributed()` before touching any device. It runs
-`jax.distributed.initialize()` when the environment describes a cluster of several processes:
-`JAX_COORDINATOR_ADDRESS` with `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID` (passed on explicitly:
-JAX reads only the first), `TPU_WORKER_HOSTNAMES` naming several hosts (TPU slices on GKE),
-`srun` with several SLURM tasks, or Open MPI with several ranks (for the last three JAX finds
-the rest itself). Set `AZJAX_DISTRIBUTED=1` to force it (a Cloud TPU VM pod slice: JAX finds
-its hosts in the VM metadata), `AZJAX_DISTRIBUTED=0` to skip it.
-
-One CPU, several cores: XLA runs one CPU device's small operations on one thread, so
-`use_cpu_cores` (called by `azjax-train` before JAX starts) makes one CPU device per core, and
-the same data-parallel program keeps every core busy (measured in docs/results.md#benchmarks).
+Multi-host: `initialize_distributed()`, before any device is touched, joins the cluster that the
+environment describes (`JAX_COORDINATOR_ADDRESS` with `JAX_NUM_PROCESSES` and `JAX_PROCESS_ID`,
+several `TPU_WORKER_HOSTNAMES`, `srun` with several SLURM tasks, or several Open MPI ranks);
+`AZJAX_DISTRIBUTED=1` forces it (a Cloud TPU VM pod slice), `AZJAX_DISTRIBUTED=0` skips it.
+XLA runs one CPU device's small operations on one thread, so `use_cpu_cores` makes one CPU
+device per core to keep every core busy.
 """
 
 from __future__ import annotations
@@ -42,21 +36,19 @@ def _count(name: str, default: int | None = None) -> int | None:
         raise ValueError(f"{name}={value!r} must be an integer") from None
 
 
-def _in_cluster() -> bool:
-    """Whether the environment describes a cluster of several processes that JAX can join."""
-    if os.environ.get("JAX_COORDINATOR_ADDRESS"):
-        return True
-    if "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):  # a single-host TPU VM lists itself
-        return True
-    # SLURM: inside `srun` with several tasks (not a batch script's or salloc's own shell)
-    if os.environ.get("SLURM_STEP_NODELIST") and _count("SLURM_NTASKS", 1) > 1:
-        return True
-    return _count("OMPI_COMM_WORLD_SIZE", 1) > 1
-
-
 def _joins_cluster() -> bool:
-    flag = os.environ.get("AZJAX_DISTRIBUTED", "")
-    return flag == "1" or (flag != "0" and _in_cluster())
+    """AZJAX_DISTRIBUTED=1 or 0, else whether the environment describes a cluster of several
+    processes that JAX can join."""
+    env = os.environ.get
+    if env("AZJAX_DISTRIBUTED", "") in ("0", "1"):
+        return env("AZJAX_DISTRIBUTED") == "1"
+    return bool(
+        env("JAX_COORDINATOR_ADDRESS")
+        or "," in env("TPU_WORKER_HOSTNAMES", "")  # a single-host TPU VM lists itself
+        # SLURM: inside `srun` with several tasks (not a batch script's or salloc's own shell)
+        or (env("SLURM_STEP_NODELIST") and _count("SLURM_NTASKS", 1) > 1)
+        or _count("OMPI_COMM_WORLD_SIZE", 1) > 1
+    )
 
 
 def initialize_distributed() -> bool:
@@ -85,11 +77,11 @@ def cpu_device_count(sizes: dict[str, int], cores: int) -> int:
 
 
 def use_cpu_cores(sizes: dict[str, int], cores: int | None = None) -> int | None:
-    """Ask JAX for one CPU device per core (`cores`, default all available), as many as divide
-    every one of `sizes` (the config's global batch sizes, by key), before JAX starts. It only
-    changes the CPU platform: on a machine with an accelerator, JAX still computes there.
-    Returns the count asked for, or None where JAX's own stays: a multi-process cluster,
-    `--xla_force_host_platform_device_count` in XLA_FLAGS, or JAX already started."""
+    """Ask JAX, before it starts, for one CPU device per core (`cores`, default all available),
+    as many as divide every one of `sizes` (the config's global batch sizes, by key); the CPU
+    platform only (an accelerator still computes). Returns the count asked for, or None where
+    JAX's own stays: a multi-process cluster, `--xla_force_host_platform_device_count` in
+    XLA_FLAGS, or JAX already started."""
     count = cpu_device_count(sizes, cpu_cores() if cores is None else cores)
     forced = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
     if forced or _joins_cluster():
@@ -126,8 +118,7 @@ def data_sharded(mesh: Mesh) -> NamedSharding:
 
 def batch_shardings(tree: Any, batch_size: int, mesh: Mesh) -> Any:
     """Shardings for a pytree of (abstract) arrays: a leading axis of size `batch_size` (the
-    games) is split over devices; other leaves (scalars, shared tables) are replicated.
-    """
+    games) is split over devices; other leaves (scalars, shared tables) are replicated."""
 
     def pick(leaf: Any) -> NamedSharding:
         return data_sharded(mesh) if leaf.shape[:1] == (batch_size,) else replicated(mesh)
@@ -151,10 +142,6 @@ def to_host(tree: Any) -> Any:
     return jax.tree.map(np.asarray, tree)
 
 
-# NVIDIA GPUs compute in bfloat16 from compute capability 8.0 (Ampere) on.
-BFLOAT16_CAPABILITY = (8, 0)
-
-
 def emulation_warning(dtype: str, device: Any = None) -> str | None:
     """A warning when a network in `dtype` would run on `device` (default: the first) without
     arithmetic of its own: bfloat16 on an NVIDIA GPU older than compute capability 8.0 (a T4,
@@ -163,7 +150,7 @@ def emulation_warning(dtype: str, device: Any = None) -> str | None:
     capability = re.fullmatch(r"(\d+)\.(\d+)", str(getattr(device, "compute_capability", "")))
     if dtype != "bfloat16" or device.platform != "gpu" or capability is None:
         return None
-    if tuple(map(int, capability.groups())) >= BFLOAT16_CAPABILITY:
+    if tuple(map(int, capability.groups())) >= (8, 0):  # Ampere on
         return None
     return (
         f"network.dtype=bfloat16 on a {device.device_kind} (compute capability "

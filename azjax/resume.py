@@ -1,5 +1,5 @@
 """Continuing a run: from its checkpoint, on any number of devices (`from_checkpoint`), or on
-another machine from a model file that carries a snapshot of where it stopped (`snapshot`,
+another machine from a model file carrying a snapshot of where it stopped (`snapshot`,
 `run_snapshot`; `azjax-export --resumable`, then `train.init_from`: `start`, `from_snapshot`).
 """
 
@@ -33,9 +33,9 @@ class Start(NamedTuple):
 
 
 def start(config: Config) -> Start:
-    """The `Start` of `train.init_from` (any model source, see azjax.model). ConfigError naming
-    the value when the model cannot be read or was trained for another game or network shape.
-    A fresh run calls this first, a resumed one never (its starting model may be gone)."""
+    """The `Start` of `train.init_from` (any model source, see azjax.model), for a fresh run only
+    (a resumed run's starting model may be gone). ConfigError naming the value when the model
+    cannot be read or was trained for another game or network shape."""
     source = config.train.init_from
     if not source:
         return Start()
@@ -58,10 +58,9 @@ def start(config: Config) -> Start:
 def from_checkpoint(
     trainer: Trainer, checkpointer: Checkpointer, step: int | None = None
 ) -> tuple[int, TrainState]:
-    """(iteration, state) of checkpoint `step` (the newest when None), placed on the trainer's
-    mesh. A checkpoint written on another number of devices has its replay buffer dealt out to
-    this mesh's shards (`replay_reshard`); everything else has the same shape on every device
-    count."""
+    """(iteration, state) of checkpoint `step` (the newest when None) on the trainer's mesh. A
+    checkpoint from another device count has its replay buffer dealt out to this mesh's shards
+    (`replay_reshard`); nothing else depends on the device count."""
     abstract = trainer.abstract.replace(params=None)
     step = checkpointer.latest_step() if step is None else step
     saved = saved_shape(checkpointer.workdir, step, "['state'].buffer.size")  # one per shard
@@ -82,11 +81,10 @@ def from_checkpoint(
 
 
 def snapshot(state: TrainState, iteration: int, positions: int) -> dict[str, Any]:
-    """Where a run stopped, small enough to carry to another machine in a model file: the
-    iteration, the gradient steps, the PRNG key, the optimizer's state (Adam's moments, in
-    bfloat16, and the learning-rate schedule's position) and the newest `positions` of the
-    replay buffer, as host numpy arrays. The games in flight are not kept: the next machine
-    starts new ones (and, under arena gating, its best parameters are the carried ones)."""
+    """Where a run stopped, small enough for a model file: the iteration, gradient steps, PRNG
+    key, optimizer state (Adam's moments in bfloat16) and the newest `positions` of the replay
+    buffer, as host numpy arrays. Games in flight are not kept: the next machine starts new
+    ones (and, under arena gating, its best parameters are the carried ones)."""
     return {
         "iteration": iteration,
         "step": int(parallel.to_host(state.step)),
@@ -97,8 +95,8 @@ def snapshot(state: TrainState, iteration: int, positions: int) -> dict[str, Any
 
 
 def _compact(x: np.ndarray) -> np.ndarray:
-    """Floating-point optimizer state in bfloat16: half the bytes, and even fresh moments cost
-    a continued run nothing measurable (docs/results.md)."""
+    """Floating-point optimizer state in bfloat16: half the bytes, at no measurable cost to the
+    continued run (docs/results.md)."""
     x = np.asarray(x)
     return x.astype(jnp.bfloat16) if np.issubdtype(x.dtype, np.floating) else x
 
@@ -119,10 +117,9 @@ def run_snapshot(workdir: str | pathlib.Path, step: int | None, positions: int) 
 def from_snapshot(
     trainer: Trainer, state: TrainState, carried: dict[str, Any]
 ) -> tuple[int, TrainState]:
-    """(iteration, state): `state` (from `init`, with the carried run's parameters) continuing
-    the run of `carried` (a `snapshot`): its iteration, gradient steps, key, optimizer state
-    and replay positions. ConfigError when the config's optimizer or positions differ from the
-    carried run's."""
+    """(iteration, state): `state` (from `init` with the carried parameters) continuing the run
+    of `carried` (a `snapshot`). ConfigError when this config's optimizer state or positions
+    do not fit the carried run's."""
     abstract, shardings = trainer.abstract, trainer.shardings
     source = trainer.config.train.init_from
 
