@@ -1,15 +1,11 @@
 """The trainer: the jitted pieces of one run (`make_trainer`).
 
-One iteration is one jitted call, donating the whole training state:
-
-    self-play chunk (latest parameters; the best ones under gating) -> replay buffer -> K
-    gradient steps on uniform, symmetry-augmented batches (once the buffer holds
-    `replay.min_size` positions)
-
-The same code runs on every device count: the state is placed on a one-axis mesh (games,
-batches and the replay buffer's shards split over devices, parameters replicated) and the
-compiler adds the gradient all-reduce. The host loop, evaluation and gating live above it
-(azjax.train), and so does resuming a run (azjax.resume).
+One iteration is one jitted call, donating the whole training state: a self-play chunk (latest
+parameters; the best ones under gating) -> replay buffer -> K gradient steps on uniform,
+symmetry-augmented batches (once the buffer holds `replay.min_size` positions). The same code
+runs on every device count: the state lies on a one-axis mesh (games, batches and the replay
+buffer's shards split over devices, parameters replicated) and the compiler adds the gradient
+all-reduce. The host loop, evaluation and gating are azjax.train's; resuming, azjax.resume's.
 """
 
 from __future__ import annotations
@@ -66,7 +62,7 @@ class Trainer:
 
 
 def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
-    """Build the jitted init and iteration functions of `config` on `mesh` (all devices)."""
+    """The jitted init and iteration functions of `config` on `mesh` (default: all devices)."""
     mesh = parallel.make_mesh() if mesh is None else mesh
     for key, size in config.split_sizes().items():
         parallel.check_divisible(size, key, mesh)
@@ -136,18 +132,12 @@ def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
         return new, metrics
 
     abstract = jax.eval_shape(init, jax.random.key(0))
-    shardings = TrainState(
-        params=jax.tree.map(lambda _: replicated, abstract.params),
-        opt_state=jax.tree.map(lambda _: replicated, abstract.opt_state),
-        buffer=ReplayBuffer(  # each device keeps its own shard of the positions
-            stored=jax.tree.map(lambda _: data, abstract.buffer.stored),
-            position=replicated,
-            size=replicated,
+    everywhere = jax.tree.map(lambda _: replicated, abstract)
+    shardings = everywhere.replace(
+        buffer=everywhere.buffer.replace(  # each device keeps its own shard of the positions
+            stored=jax.tree.map(lambda _: data, abstract.buffer.stored)
         ),
         carry=parallel.batch_shardings(abstract.carry, config.selfplay.batch_size, mesh),
-        key=replicated,
-        step=replicated,
-        best=jax.tree.map(lambda _: replicated, abstract.best),
     )
     abstract = jax.tree.map(
         lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings
