@@ -4,6 +4,8 @@ The complete game of docs/adding_a_game.md, as a user's own module: put it on PY
 name it in AZJAX_GAMES (`AZJAX_GAMES=connect3`), and every azjax command knows `connect3`.
 """
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -23,7 +25,7 @@ class State:
 
 class ConnectThree(Game):
     name = "connect3"
-    sizes = {"size": (4, 8)}  # the size keyword and its range: `--size size=6`
+    sizes: ClassVar[dict[str, tuple[int, int]]] = {"size": (4, 8)}  # `--size size=6`
 
     def __init__(self, size: int = 4) -> None:
         self.size = size
