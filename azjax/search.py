@@ -1,45 +1,23 @@
 """Monte Carlo tree search over any game through mctx: Gumbel MuZero or PUCT (AlphaZero).
 
-The tree's embedding is the game State itself and `recurrent_fn` steps the real rules, so the
-search is exact (no learned model), as in pgx's AlphaZero example. The loop is `mctx.search`,
-with mctx's selection functions and Q transforms: Gumbel MuZero's (`gumbel_muzero_policy`'s
-root and interior selection, its move and improved policy) or PUCT's (`muzero_policy`'s, with
-azjax's Dirichlet noise over the legal moves at the root).
-Conventions, as mctx needs them:
+`mctx.search` runs over the real game, as in pgx's AlphaZero example: the tree's embeddings are
+the States and `recurrent_fn` steps the rules. Conventions, as mctx needs them:
 
-- values are from the point of view of the player to move at a node;
-- the reward of an edge is the reward of the player who moved (`rewards[parent's mover]`);
-- the discount of an edge is 0 into a terminal state, -1 when the player to move changes and
-  +1 when it does not (Dots and Boxes: completing a box gives another move), so the backed-up
-  value `reward + discount * value(child)` is always in the parent's mover's view;
-- terminal nodes are valued 0 (all of their value is in the reward of the edge into them).
-  A simulation that reaches a terminal node expands a child that is the same terminal state
-  (`Game.step` is a no-op there) with reward 0 and discount 0, so it changes no value;
-- illegal actions are masked at the root (`invalid_actions`) and inside the tree (mctx only
-  masks the root, so `recurrent_fn` gives illegal actions a prior logit of `finfo.min`; a
-  terminal state has no legal action, and its logits stay finite so no softmax sees NaN).
+- values are from the view of the player to move at a node, an edge's reward from that of the
+  player who moved (`rewards[parent's mover]`);
+- an edge's discount is 0 into a terminal state, -1 when the player to move changes, +1 when it
+  does not (Dots and Boxes), so `reward + discount * value(child)` is in the parent's view;
+- terminal nodes are valued 0 and expand into themselves (`Game.step` is a no-op there) with
+  reward 0 and discount 0, so they change no value;
+- illegal actions are masked at the root (`invalid_actions`) and, as mctx masks only the root,
+  inside the tree by a prior logit of `finfo.min` (finite, so no softmax sees NaN).
 
-Games with chance (`game.has_chance`: dice) are searched with chance nodes instead, over
-mctx's Stochastic MuZero tree with the real game as its model (`_chance_tree`, on
-`mctx.search`), with PUCT's or Gumbel MuZero's selection at its decision nodes. A decision node
-expands into the game's `afterstate` (the move played, the dice not yet rolled); an afterstate
-(a chance node) expands into `step_chance` of one outcome, chosen in proportion to the game's
-`chance_probs`, never by the State's own key, so the search cannot foresee the roll that
-`game.step` will draw.
-Its conventions add to those above:
-
-- an afterstate is valued from the view of the player who moved into it (mctx's decision ->
-  afterstate edge has no reward and discount 1);
-- the chance edge afterstate -> state carries the move's reward for its mover and the discount
-  0 into a terminal state, +1 when the mover moves again, -1 when the other player moves;
-- an afterstate's value is the expectation over its outcomes of `reward + discount * value`,
-  every outcome's State evaluated (`chance_outcomes` evaluations per expanded node), under
-  `chance_value="expected"`; under "sampled", that of one outcome drawn by its probability;
-- moves and policy targets are chosen as on a deterministic game, by the config's algorithm.
-
-The evaluator decides what a leaf is worth: `network_evaluator` uses the policy/value net; the
-agents build pure MCTS (`agents.mcts_agent`) on the same `run_search` with random rollouts as
-its evaluator.
+Games with chance (dice) are searched over mctx's Stochastic MuZero tree with the real game as
+its model (`_chance_tree`): a decision node expands into the move's `afterstate` (valued from
+its mover's view; reward 0, discount 1), a chance node into `step_chance` of one outcome chosen
+by `chance_probs`, never by the State's key, so the search cannot foresee the roll that
+`game.step` will draw. An afterstate's value is the expectation of `reward + discount * value`
+over its outcomes (`chance_value="expected"`) or that of one drawn outcome ("sampled").
 """
 
 from __future__ import annotations
@@ -61,16 +39,6 @@ Params = Any
 # evaluate(params, states batched [B], key) -> (logits float32[B, A], value float32[B]);
 # the value is from the point of view of each state's player to move.
 Evaluator = Callable[[Params, State, Array], tuple[Array, Array]]
-# The two steps of the tree with chance nodes, as mctx's Stochastic MuZero calls them:
-# decide(params, key, action [B], states [B]) -> (outcome logits and first value, afterstates);
-# roll(params, key, outcome [B], afterstates [B]) -> (move logits, value, reward, discount; states).
-DecisionFn = Callable[[Params, Array, Array, State], tuple[Any, Any]]
-ChanceFn = Callable[[Params, Array, Array, Any], tuple[Any, State]]
-# grow(params, rng_key, *, root, root_action_selection_fn, interior_action_selection_fn,
-# num_simulations, invalid_actions, extra_data=None) -> the searched mctx.Tree, children
-# [B, N, A]: `mctx.search` over States given its `recurrent_fn`, or with chance nodes
-# (`_chance_tree`).
-Grow = Callable[..., mctx.Tree]
 
 
 class SearchOutput(NamedTuple):
@@ -82,12 +50,7 @@ class SearchOutput(NamedTuple):
 def network_evaluator(network) -> Evaluator:
     """The evaluator of an `azjax.network.PolicyValueNet` (the key is unused)."""
     observe = jax.vmap(network.game.observe)
-
-    def evaluate(params: Params, states: State, key: Array) -> tuple[Array, Array]:
-        del key
-        return network.apply(params, observe(states))
-
-    return evaluate
+    return lambda params, states, key: network.apply(params, observe(states))
 
 
 def mask_logits(logits: Array, legal: Array) -> Array:
@@ -96,6 +59,12 @@ def mask_logits(logits: Array, legal: Array) -> Array:
     top = jnp.max(jnp.where(legal, logits, -jnp.inf), axis=-1, keepdims=True)
     top = jnp.where(jnp.isfinite(top), top, 0.0)
     return jnp.where(legal, logits - top, jnp.finfo(jnp.float32).min)
+
+
+def _masked(logits: Array, invalid_actions: Array) -> Array:
+    """Logits as mctx's policies mask them: the best at 0, invalid actions at `finfo.min`."""
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
 
 
 def reward(state: State, child: State) -> Array:
@@ -110,7 +79,14 @@ def _evaluate(evaluate: Evaluator, params: Params, states: State, key: Array):
     return mask_logits(logits, states.legal_action_mask), value
 
 
-def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
+def _grower(game: Game, evaluate: Evaluator, chance_value: str) -> Callable[..., mctx.Tree]:
+    """`mctx.search` over `game`'s States, or `_chance_tree` on a game with chance: either
+    takes `mctx.search`'s arguments but `recurrent_fn` and returns a tree with children
+    [B, N, A]."""
+    if game.has_chance:
+        decision_fn = _decision_fn(game, evaluate, chance_value)
+        return functools.partial(_chance_tree, decision_fn, _chance_fn(game, evaluate))
+
     def recurrent_fn(params: Params, key: Array, action: Array, states: State):
         children = jax.vmap(game.step)(states, action)
         logits, value = _evaluate(evaluate, params, children, key)
@@ -122,26 +98,7 @@ def _recurrent_fn(game: Game, evaluate: Evaluator) -> mctx.RecurrentFn:
         )
         return out, children
 
-    return recurrent_fn
-
-
-def _grower(game: Game, evaluate: Evaluator, chance_value: str) -> Grow:
-    """How `game`'s tree grows: over its States by `game.step` (`mctx.search`), or with chance
-    nodes (`_chance_tree`)."""
-    if game.has_chance:
-        decision_fn = _decision_fn(game, evaluate, chance_value)
-        return functools.partial(_chance_tree, decision_fn, _chance_fn(game, evaluate))
-    return functools.partial(mctx.search, recurrent_fn=_recurrent_fn(game, evaluate))
-
-
-def _dirichlet_logits(key: Array, logits: Array, legal: Array, alpha: float, fraction: Array):
-    """Masked root logits mixed with Dirichlet noise over the legal actions only."""
-    noise = jax.random.gamma(key, alpha, logits.shape) * legal
-    total = noise.sum(-1, keepdims=True)
-    uniform = legal / jnp.maximum(legal.sum(-1, keepdims=True), 1)
-    noise = jnp.where(total > 0, noise / jnp.where(total > 0, total, 1.0), uniform)
-    probs = (1 - fraction) * jax.nn.softmax(logits) + fraction * noise
-    return mask_logits(jnp.log(jnp.maximum(probs, jnp.finfo(jnp.float32).tiny)), legal)
+    return functools.partial(mctx.search, recurrent_fn=recurrent_fn)
 
 
 def search_evaluations(game: Game, config: SearchConfig, num_simulations: int | None = None) -> int:
@@ -166,9 +123,8 @@ def search_tree(
     explore: bool | Array = True,
     sample: Array | None = None,
 ) -> tuple[SearchOutput, mctx.Tree]:
-    """`run_search`, also returning the mctx search tree (for analysis and tests). Its
-    embeddings are the States; with chance nodes, a `_Node` each: decision nodes' States and
-    chance nodes' Afterstates."""
+    """`run_search`, also returning the mctx tree (for analysis and tests): its embeddings are
+    the States, or with chance nodes a `_Node` each."""
     batch = states.current_player.shape[0]
     sims = config.num_simulations if num_simulations is None else int(num_simulations)
     if sims < 1:
@@ -180,27 +136,54 @@ def search_tree(
 
     logits, value = _evaluate(evaluate, params, states, root_key)
     root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=states)
-    grow = _grower(game, evaluate, config.chance_value)
-    if config.algorithm == "gumbel":
+    grower = _grower(game, evaluate, config.chance_value)
+    grow = functools.partial(grower, params, num_simulations=sims, invalid_actions=~legal)
+    if config.algorithm == "gumbel":  # mctx.gumbel_muzero_policy's
+        root = root.replace(prior_logits=_masked(logits, ~legal))
+        tree_key, gumbel_key = jax.random.split(search_key)
         scale = jnp.where(explore, config.gumbel_scale, 0.0)[:, None]
-        out = _gumbel_policy(
-            params, search_key, root, grow, sims, ~legal, config.max_num_considered_actions, scale
+        gumbel = scale * jax.random.gumbel(gumbel_key, logits.shape)
+        qtransform = mctx.qtransform_completed_by_mix_value
+        tree = grow(
+            tree_key,
+            root=root,
+            root_action_selection_fn=functools.partial(
+                mctx.gumbel_muzero_root_action_selection,
+                num_simulations=sims,
+                max_num_considered_actions=config.max_num_considered_actions,
+                qtransform=qtransform,
+            ),
+            interior_action_selection_fn=functools.partial(
+                mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
+            ),
+            extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
         )
-        # Sampled moves are sequential halving's pick under the Gumbel noise (a Gumbel-max
-        # sample); greedy moves drop the noise from the final score.
-        tree, weights = out.search_tree, out.action_weights
+        q = jax.vmap(qtransform, in_axes=(0, None))(tree, tree.ROOT_INDEX)
         visits = tree.summary().visit_counts
-        q = jax.vmap(mctx.qtransform_completed_by_mix_value, in_axes=(0, None))(
-            tree, tree.ROOT_INDEX
-        )
-        most = visits == visits.max(-1, keepdims=True)
-        greedy = jnp.argmax(jnp.where(most & legal, logits + q, -jnp.inf), axis=-1)
-        action = jnp.where(sample, out.action, greedy)
-    else:
+        most = (visits == visits.max(-1, keepdims=True)) & legal
+        # Sampled: sequential halving's pick, the best Gumbel + logit + completed Q of the most
+        # visited moves (mctx's private `score_considered`); greedy: the same without the noise.
+        score = jnp.maximum(-1e9, gumbel + root.prior_logits + q)
+        sampled = jnp.argmax(jnp.where(most, score, -jnp.inf), axis=-1)
+        greedy = jnp.argmax(jnp.where(most, logits + q, -jnp.inf), axis=-1)
+        weights = jax.nn.softmax(_masked(root.prior_logits + q, ~legal))
+    else:  # mctx.muzero_policy's, with Dirichlet noise over the legal moves only
         fraction = jnp.where(explore, config.dirichlet_fraction, 0.0)[:, None]
-        noisy = _dirichlet_logits(noise_key, logits, legal, config.dirichlet_alpha, fraction)
-        root = root.replace(prior_logits=noisy)
-        tree = _puct_tree(params, search_key, root, grow, sims, ~legal, config.pb_c_init)
+        noise = jax.random.gamma(noise_key, config.dirichlet_alpha, logits.shape) * legal
+        total = noise.sum(-1, keepdims=True)
+        uniform = legal / jnp.maximum(legal.sum(-1, keepdims=True), 1)
+        noise = jnp.where(total > 0, noise / jnp.where(total > 0, total, 1.0), uniform)
+        probs = (1 - fraction) * jax.nn.softmax(logits) + fraction * noise
+        tiny = jnp.finfo(jnp.float32).tiny
+        noisy = mask_logits(jnp.log(jnp.maximum(probs, tiny)), legal)
+        prior = jnp.log(jnp.maximum(jax.nn.softmax(noisy), tiny))
+        select = functools.partial(mctx.muzero_action_selection, pb_c_init=config.pb_c_init)
+        tree = grow(
+            jax.random.split(search_key, 3)[2],  # mctx.muzero_policy's key for the search
+            root=root.replace(prior_logits=_masked(prior, ~legal)),
+            root_action_selection_fn=functools.partial(select, depth=0),
+            interior_action_selection_fn=select,
+        )
         weights = tree.summary().visit_probs
         visits = tree.summary().visit_counts.astype(jnp.float32)
         # Ties in visit counts go to the higher prior.
@@ -210,7 +193,7 @@ def search_tree(
         sampled = jax.random.categorical(
             action_key, jnp.where(visits > 0, jnp.log(visits), -jnp.inf)
         )
-        action = jnp.where(sample, sampled, greedy)
+    action = jnp.where(sample, sampled, greedy)
     if config.sample_cutoff is not None:
         action = _cut(tree, action, greedy, config.sample_cutoff)
     live = legal.any(-1)
@@ -224,8 +207,8 @@ def search_tree(
 
 def _cut(tree: mctx.Tree, action: Array, greedy: Array, cutoff: float) -> Array:
     """[B]: `action`, or `greedy` where the searched Q of `action` is more than `cutoff` below
-    the best Q of the root's visited actions (the mover's view), so that a sampled move varies
-    the game without throwing it away."""
+    the best Q of the root's visited actions, so that a sampled move varies the game without
+    throwing it away."""
     root = jnp.full(action.shape, tree.ROOT_INDEX)
     q = tree.qvalues(root)
     visited = tree.children_visits[:, tree.ROOT_INDEX] > 0
@@ -247,16 +230,14 @@ def run_search(
 ) -> SearchOutput:
     """Search a batch of states [B] and pick a move for each.
 
-    `num_simulations` overrides `config.num_simulations` (static). `explore` (bool, or bool[B]
-    per state) adds root noise: Dirichlet for PUCT, Gumbel for Gumbel MuZero; `explore=False`
-    is for evaluation play. `sample` (bool[B], default `explore`) picks how the move is chosen:
-    PUCT samples in proportion to visits or plays the most visited action (ties to the
-    higher prior); Gumbel plays sequential halving's pick under the noise (a sample) or the
-    noise-free best of the most visited actions. The policy target is the Gumbel improved
-    policy (softmax of prior logits + completed Q) or the PUCT visit distribution; both are 0
-    on illegal actions. States without a legal action (finished games) get action 0, a zero
-    policy and value 0; their search is wasted, so self-play never searches them. A game with
-    chance is searched with chance nodes.
+    `num_simulations` overrides `config.num_simulations` (static). `explore` (bool, or bool[B])
+    adds root noise: Dirichlet for PUCT, Gumbel for Gumbel MuZero; `explore=False` is for
+    evaluation play. `sample` (bool[B], default `explore`) picks how the move is chosen: PUCT
+    samples in proportion to visits or plays the most visited action (ties to the higher
+    prior); Gumbel plays sequential halving's pick under the noise or the noise-free best of the
+    most visited actions. The policy target is the Gumbel improved policy (softmax of prior
+    logits + completed Q) or the PUCT visit distribution, 0 on illegal actions. States without a
+    legal action get action 0, a zero policy and value 0 (self-play never searches them).
     """
     return search_tree(
         game, evaluate, params, states, key, config, num_simulations, explore, sample
@@ -275,10 +256,9 @@ class Afterstate:
 
 
 def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
-    """mctx's decision step: the afterstate of each move, its outcome probabilities and its
-    first value, the probability-weighted mean of its outcomes' backed-up values ("expected":
-    one evaluation per outcome) or the backed-up value of one outcome drawn from the
-    probabilities ("sampled": one evaluation, for evaluators as noisy as a random playout)."""
+    """mctx's decision step `(params, key, action [B], states [B]) -> (output, Afterstate)`:
+    each move's afterstate, its outcomes' log-probabilities and its first value (see the module
+    docstring; "sampled" costs one evaluation, for evaluators as noisy as a random playout)."""
 
     def decision_fn(params: Params, key: Array, action: Array, states: State):
         after = jax.vmap(game.afterstate)(states, action)
@@ -307,11 +287,12 @@ def _decision_fn(game: Game, evaluate: Evaluator, chance_value: str):
 
 
 def _chance_fn(game: Game, evaluate: Evaluator):
+    """mctx's chance step `(params, key, outcome [B], Afterstate [B]) -> (output, states)`."""
+
     def chance_fn(params: Params, key: Array, outcome: Array, after: Afterstate):
         children = jax.vmap(game.step_chance)(after.state, outcome)
         logits, value = _evaluate(evaluate, params, children, key)
-        # the edge's parent as `reward` and `discount` read it: the player who moved
-        movers = after.state.replace(current_player=after.mover)
+        movers = after.state.replace(current_player=after.mover)  # the edge's parent, as above
         out = mctx.ChanceRecurrentFnOutput(
             action_logits=logits,
             value=value,
@@ -325,9 +306,9 @@ def _chance_fn(game: Game, evaluate: Evaluator):
 
 @struct.dataclass
 class _Node:
-    """A node's embedding in the tree with chance nodes: a decision node's State (`state`) or a
-    chance node's Afterstate (`after`). The other field holds what the step of the other kind
-    made of the parent (both steps run for every node) and is never read."""
+    """A node's embedding in the tree with chance nodes: a decision node's `state` or a chance
+    node's `after`; the other field is what the other kind's step made of the parent (both run
+    for every node), never read."""
 
     state: State
     after: Afterstate
@@ -335,10 +316,7 @@ class _Node:
 
 
 def _chance_recurrent_fn(
-    decision_fn: DecisionFn,
-    chance_fn: ChanceFn,
-    num_actions: int,
-    num_outcomes: int,
+    decision_fn: Callable, chance_fn: Callable, num_actions: int, num_outcomes: int
 ) -> mctx.RecurrentFn:
     """One recurrent function over the tree with chance nodes, as mctx's Stochastic MuZero
     builds it: a node has A + C children, the moves then the outcomes, and the half that is not
@@ -347,30 +325,20 @@ def _chance_recurrent_fn(
     def recurrent_fn(params: Params, key: Array, index: Array, node: _Node):
         decided, after = decision_fn(params, key, index, node.state)
         rolled, state = chance_fn(params, key, index - num_actions, node.after)
-        batch = index.shape[0]
-        value = decided.afterstate_value
-        into_chance = mctx.RecurrentFnOutput(
-            prior_logits=jnp.concatenate(
-                [jnp.full((batch, num_actions), -jnp.inf), decided.chance_logits], axis=-1
+        batch, decision = index.shape[0], node.decision  # a decision node's child is a chance node
+        outcome_logits = [jnp.full((batch, num_actions), -jnp.inf), decided.chance_logits]
+        move_logits = [rolled.action_logits, jnp.full((batch, num_outcomes), -jnp.inf)]
+        output = mctx.RecurrentFnOutput(
+            prior_logits=jnp.where(
+                decision[:, None],
+                jnp.concatenate(outcome_logits, axis=-1),
+                jnp.concatenate(move_logits, axis=-1),
             ),
-            value=value,
-            reward=jnp.zeros_like(value),
-            discount=jnp.ones_like(value),
+            value=jnp.where(decision, decided.afterstate_value, rolled.value),
+            reward=jnp.where(decision, 0.0, rolled.reward),
+            discount=jnp.where(decision, 1.0, rolled.discount),
         )
-        into_decision = mctx.RecurrentFnOutput(
-            prior_logits=jnp.concatenate(
-                [rolled.action_logits, jnp.full((batch, num_outcomes), -jnp.inf)], axis=-1
-            ),
-            value=rolled.value,
-            reward=rolled.reward,
-            discount=rolled.discount,
-        )
-
-        def pick(x: Array, y: Array) -> Array:
-            return jnp.where(node.decision.reshape((-1,) + (1,) * (x.ndim - 1)), x, y)
-
-        output = jax.tree.map(pick, into_chance, into_decision)
-        return output, _Node(state=state, after=after, decision=~node.decision)
+        return output, _Node(state=state, after=after, decision=~decision)
 
     return recurrent_fn
 
@@ -391,10 +359,9 @@ def _children(tree: mctx.Tree, part: slice) -> mctx.Tree:
 def _chance_selection(
     select_move: mctx.InteriorActionSelectionFn, num_actions: int
 ) -> mctx.InteriorActionSelectionFn:
-    """Selection in the tree with chance nodes: `select_move` over the moves at a decision
-    node; at a chance node the outcome furthest behind its share of the visits (the largest
-    probability / (visits + 1)), so outcomes are visited in proportion to their probabilities.
-    The tree is one game's (mctx vmaps selection)."""
+    """Selection in the tree with chance nodes (one game's: mctx vmaps it): `select_move` over
+    the moves at a decision node; at a chance node the outcome furthest behind its share of the
+    visits (the largest probability / (visits + 1))."""
     moves, outcomes = slice(None, num_actions), slice(num_actions, None)
 
     def select(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
@@ -408,8 +375,8 @@ def _chance_selection(
 
 
 def _chance_tree(
-    decision_fn: DecisionFn,
-    chance_fn: ChanceFn,
+    decision_fn: Callable,
+    chance_fn: Callable,
     params: Params,
     rng_key: Array,
     *,
@@ -420,10 +387,8 @@ def _chance_tree(
     invalid_actions: Array,
     extra_data: Any = None,
 ) -> mctx.Tree:
-    """The search over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs it
-    (a `Grow` once given its two steps), with any selection of moves: one at the root, one at
-    the other decision nodes. Returns the tree with its children cut to the moves (children
-    [B, N, A])."""
+    """`mctx.search` over the tree with chance nodes, as `mctx.stochastic_muzero_policy` runs
+    it, with any selection of moves. Returns the tree with its children cut to the moves."""
     num_actions = root.prior_logits.shape[-1]
     batch = root.prior_logits.shape[0]
     decided, after = jax.eval_shape(
@@ -442,7 +407,6 @@ def _chance_tree(
     )
 
     def root_selection(key: Array, tree: mctx.Tree, node: Array, depth: Array) -> Array:
-        del depth
         return root_action_selection_fn(key, tree, node)
 
     tree = mctx.search(
@@ -459,84 +423,3 @@ def _chance_tree(
         extra_data=extra_data,
     )
     return _children(tree, slice(None, num_actions))
-
-
-def _masked(logits: Array, invalid_actions: Array) -> Array:
-    """Root logits as mctx's policies mask them: the best at 0, invalid actions at `finfo.min`."""
-    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
-    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
-
-
-def _gumbel_policy(
-    params: Params,
-    key: Array,
-    root: mctx.RootFnOutput,
-    grow: Grow,
-    num_simulations: int,
-    invalid_actions: Array,
-    max_num_considered_actions: int,
-    gumbel_scale: Array,
-) -> mctx.PolicyOutput:
-    """`mctx.gumbel_muzero_policy` over `grow`'s tree: sequential halving over Gumbel-sampled
-    moves at the root, Gumbel's deterministic selection at interior decision nodes; the move
-    and the policy target (softmax of prior logits + completed Q) are Gumbel MuZero's. (With
-    chance nodes: PUCT with few simulations visits a move or two of a dice position's many;
-    sequential halving visits the sampled ones in turn.)"""
-    root = root.replace(prior_logits=_masked(root.prior_logits, invalid_actions))
-    search_key, gumbel_key = jax.random.split(key)
-    gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, root.prior_logits.shape)
-    qtransform = mctx.qtransform_completed_by_mix_value
-    tree = grow(
-        params,
-        search_key,
-        root=root,
-        num_simulations=num_simulations,
-        invalid_actions=invalid_actions,
-        root_action_selection_fn=functools.partial(
-            mctx.gumbel_muzero_root_action_selection,
-            num_simulations=num_simulations,
-            max_num_considered_actions=max_num_considered_actions,
-            qtransform=qtransform,
-        ),
-        interior_action_selection_fn=functools.partial(
-            mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
-        ),
-        extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
-    )
-    visits = tree.summary().visit_counts
-    completed = jax.vmap(qtransform, in_axes=(0, None))(tree, tree.ROOT_INDEX)
-    # sequential halving's final pick: the best Gumbel + logit + completed Q among the most
-    # visited moves (mctx's `score_considered`, kept private there)
-    considered = visits == jnp.max(visits, axis=-1, keepdims=True)
-    score = jnp.maximum(-1e9, gumbel + root.prior_logits + completed)
-    score = score + jnp.where(considered, 0, -jnp.inf)
-    return mctx.PolicyOutput(
-        action=jnp.argmax(jnp.where(invalid_actions, -jnp.inf, score), axis=-1),
-        action_weights=jax.nn.softmax(_masked(root.prior_logits + completed, invalid_actions)),
-        search_tree=tree,
-    )
-
-
-def _puct_tree(
-    params: Params,
-    key: Array,
-    root: mctx.RootFnOutput,
-    grow: Grow,
-    num_simulations: int,
-    invalid_actions: Array,
-    pb_c_init: float,
-) -> mctx.Tree:
-    """`mctx.muzero_policy`'s tree (its own Dirichlet noise off: the root's logits carry
-    azjax's) over `grow`'s tree: PUCT's selection with mctx's defaults but `pb_c_init`."""
-    tiny = jnp.finfo(root.prior_logits.dtype).tiny
-    prior = jnp.log(jnp.maximum(jax.nn.softmax(root.prior_logits), tiny))
-    select = functools.partial(mctx.muzero_action_selection, pb_c_init=pb_c_init)
-    return grow(
-        params,
-        jax.random.split(key, 3)[2],  # mctx's key for the search
-        root=root.replace(prior_logits=_masked(prior, invalid_actions)),
-        num_simulations=num_simulations,
-        invalid_actions=invalid_actions,
-        root_action_selection_fn=functools.partial(select, depth=0),
-        interior_action_selection_fn=select,
-    )
