@@ -5,29 +5,17 @@
     policy: 1x1 conv (H) -> LN -> ReLU -> dense(num_actions)             -> logits
     value:  1x1 conv (H) -> LN -> ReLU -> dense(C) -> ReLU -> dense(1)   -> tanh
 
-Normalisation is LayerNorm over the channels of each board cell: it keeps no batch statistics,
-so `apply(params, obs)` is a pure function that behaves identically in self-play, training and
-evaluation (no train/eval switch, no `batch_stats` to carry through the loop), whatever the mix
-of openings and endgames in a batch.
+LayerNorm over each cell's channels keeps no batch statistics, so `apply(params, obs)` is one
+pure function in self-play, training and evaluation. The heads open with `head_channels` (H,
+default 8) channels normalised before their ReLU: AlphaZero's 1 or 2 unnormalised channels can
+be pushed below zero on every cell by a few large early updates and never recover, while after
+a LayerNorm over H >= 2 channels some channel of each cell is positive unless all are equal.
 
-The heads open with `head_channels` (H, default 8) channels per cell, normalised before their
-ReLU. AlphaZero's heads have 1 or 2 channels and no normalisation; with those, a few large early
-updates (a high learning rate in the first warm-up steps) could push both units below zero on
-every cell of every position, after which no gradient reaches them: the policy became one fixed
-distribution and the value one constant for the rest of the run. After a LayerNorm over H >= 2
-channels some channel of each cell is positive unless all are equal, so the heads cannot go dark
-that way. (A LayerNorm over one or two channels would erase the board instead: over one channel
-it outputs only its bias.)
-
-On the CPU, XLA computes a convolution's gradients inside a loop (the scan over training steps)
-much more slowly than the same 3x3 convolution written as a matrix product over the nine
-shifted copies of the board (im2col), while its forward pass is the faster of the two, also
-inside mctx's loop over simulations. `_Conv3x3` therefore runs,
-on the CPU, the native convolution forward with im2col's gradients (`_cpu_conv`, a custom VJP),
-and the native convolution with its own gradients elsewhere (`lax.platform_dependent`).
-
-Parameters are always float32; `NetworkConfig.dtype = "bfloat16"` runs the convolutions and
-dense layers in bfloat16 (fast on accelerators) and returns float32 outputs.
+On the CPU, XLA differentiates a convolution inside a loop much more slowly than the same
+convolution as a matrix product over the nine shifted boards (im2col), whose forward pass is the
+slower one; so there `_Conv3x3` runs the native forward with im2col's gradients (`_cpu_conv`).
+Parameters are float32; `NetworkConfig.dtype = "bfloat16"` computes in bfloat16 and returns
+float32 outputs.
 """
 
 from __future__ import annotations
@@ -64,20 +52,14 @@ def _cpu_conv(x: Array, kernel: Array) -> Array:
     return _native_conv(x, kernel)
 
 
-def _cpu_conv_forward(x: Array, kernel: Array) -> tuple[Array, tuple[Array, Array]]:
-    return _native_conv(x, kernel), (x, kernel)
-
-
-def _cpu_conv_backward(inputs: tuple[Array, Array], grad: Array) -> tuple[Array, Array]:
-    return jax.vjp(_im2col_conv, *inputs)[1](grad)
-
-
-_cpu_conv.defvjp(_cpu_conv_forward, _cpu_conv_backward)
+_cpu_conv.defvjp(
+    lambda x, kernel: (_native_conv(x, kernel), (x, kernel)),
+    lambda inputs, grad: jax.vjp(_im2col_conv, *inputs)[1](grad),
+)
 
 
 class _Conv3x3(nn.Module):
-    """A 3x3 'SAME' convolution without bias; im2col's gradients on the CPU (see the module
-    docstring)."""
+    """A 3x3 'SAME' convolution without bias; im2col's gradients on the CPU."""
 
     features: int
     dtype: jnp.dtype
@@ -102,10 +84,8 @@ class _ResidualBlock(nn.Module):
 
 
 class PolicyValueNet(nn.Module):
-    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`.
-
-    `game` is kept on the module so that evaluators can turn game states into observations.
-    """
+    """`apply(params, obs[B, H, W, C]) -> (logits float32[B, A], value float32[B] in [-1, 1])`;
+    `game` lets evaluators observe game states."""
 
     game: Game
     blocks: int

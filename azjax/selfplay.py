@@ -1,42 +1,27 @@
 """On-device self-play: B games under `vmap`, T moves per chunk under `lax.scan`.
 
-Every step searches exactly one live position per slot: a move that ends a game immediately
-resets that slot to a new game (inside the scan), so no search is spent on finished games.
+A move that ends a game resets its slot to a new game inside the scan, so every step searches
+one live position per slot. Each game is searched as its own batch of one with its own keys, so
+a slot plays the same game whatever the batch size.
 
-Playout cap randomization (KataGo): each step is a full search (`SearchConfig.num_simulations`,
-root noise, policy target) with probability `full_search_prob`, else a fast one
-(`fast_simulations`, no root noise except in the sampled opening moves, no policy target);
-every position gets a value target. mctx's simulation count is static, so the choice is made
-once per scan step for the whole batch and applied with `lax.cond` on that unbatched flag: only
-the chosen search runs, and no simulation is wasted. (Splitting the batch into fixed full and
-fast slots would tie a slot's games to one kind of search, and a per-game flag under `vmap`
-would run both searches for every game.) A step's games are at unrelated move numbers after the
-first few resets, so the shared flag correlates little within a game.
+Playout cap randomization (KataGo): each step is a full search (`num_simulations`, root noise,
+policy target) with probability `full_search_prob`, else a fast one (`fast_simulations`, no root
+noise outside the sampled opening moves, no policy target). mctx's simulation count is static,
+so one flag per scan step picks the search for the whole batch, under `lax.cond` (a per-game
+flag under `vmap` would run both searches; fixed full and fast slots would tie a slot's games
+to one kind). The slots' games are at unrelated move numbers, so the flag correlates little
+within a game.
 
-Moves are sampled (see `run_search`'s `sample`) for the first `temperature_moves` moves of
-each game (all of them when it is None) and played greedily afterwards. With `opening_moves`
-N > 0, each game opens with a uniformly drawn number k in 0..N of uniformly random legal plies
-(fewer where one would end the game), played without search and not recorded: self-play then
-also learns from positions its own play would not reach, and its move numbers count those
-plies.
+Moves are sampled for the first `temperature_moves` moves of a game (all when None), greedy
+afterwards. With `opening_moves` N > 0 a game opens with k ~ U{0..N} random legal plies
+(`new_game`), unsearched and unrecorded but counted in move numbers, so self-play also learns
+from positions its own play would not reach.
 
-Each game is searched as its own batch of one, vmapped over slots, with its own keys: a game's
-moves depend only on its keys, so a slot plays the same game whatever the batch size.
-
-Each move records the mover's reward and the edge's discount as the search sees them
-(`azjax.search.reward`, `games.core.discount`), so the value target z is the return the search
-maximises.
-With `as_states`, each position travels as its game State instead of its observation (the replay
-buffer stores whichever is smaller), so the pending buffer shrinks too.
-
-Value targets (`resolve`): the value target of a position is the return of its mover, by a
-reverse scan over each slot's moves, `G_t = reward_t + discount_t * G_{t+1}`, with `discount_t`
-0 when move t ended the game, +1 when the same player moves again (Dots and Boxes) and -1 when
-the other player moves next; so G_t is always in the mover's view. Positions whose game has not
-ended stay in a pending buffer in the carry (max_game_length entries per slot) and are emitted
-once known: every searched position becomes a training example. Slots share their example
-slots within groups (one per device): each slot emits up to a common cap of its oldest known
-positions (water-filling), so a burst of finished games in some slots is emitted at once.
+Value targets (`resolve`): a position's target is its mover's return `G_t = reward_t +
+discount_t * G_{t+1}`, with the search's rewards and discounts (`azjax.search.reward`,
+`games.core.discount`), so z is the return the search maximises. Positions of unfinished games
+wait in a pending buffer in the carry until known. With `as_states`, positions travel as game
+States instead of observations.
 """
 
 from __future__ import annotations
@@ -58,12 +43,9 @@ Array = jax.Array
 
 @struct.dataclass
 class Examples:
-    """Training positions with known targets, leading dimension N.
-
-    The one pytree of training positions: made by self-play (`resolve`), stored by the replay
-    buffer and drawn by its sampler for the train step. Slots with `valid == False` are
-    padding and are never stored; sampled batches and stored positions are all valid.
-    """
+    """Training positions with known targets [N]: made by self-play (`resolve`), stored by the
+    replay buffer and drawn by its sampler. Slots with `valid == False` are padding, never
+    stored."""
 
     observation: Array | None  # float32 [N, H, W, C], mover's view; None where states are kept
     policy: Array  # float32 [N, A], search policy target (zeros where policy_mask is False)
@@ -75,12 +57,9 @@ class Examples:
 
 @struct.dataclass
 class Trajectory:
-    """Self-play positions in move order, leading dimensions [T, B] (time, game slot).
-
-    Entry (t, b) is the position searched at step t in slot b and the move played from it.
-    Consecutive entries of a slot belong to one game unless `terminated` ends it; the next
-    entry then starts a new game.
-    """
+    """Self-play positions in move order [T, B]: entry (t, b) is the position searched at step
+    t in slot b and the move played from it; a slot's next entry after `terminated` starts a
+    new game."""
 
     observation: Array | None  # float32 [T, B, H, W, C], mover's view; None when states are kept
     policy: Array  # float32 [T, B, A], search policy (zeros where policy_mask is False)
@@ -119,11 +98,8 @@ def _moves_played(move_number: Array, terminated: Array) -> Array:
 
 
 def new_game(game: Game, key: Array, opening_moves: int) -> tuple[State, Array]:
-    """A new game after k ~ U{0..opening_moves} uniformly random legal plies: (state, plies).
-
-    A ply that would end the game is not played, so the state is live and `plies` (int32
-    scalar) can be below k. Unbatched; with `opening_moves == 0`, `(game.init(key), 0)`.
-    """
+    """(state, plies): a new game after k ~ U{0..opening_moves} uniformly random legal plies,
+    skipping any that would end it (so `plies` can be below k). Unbatched."""
     if opening_moves == 0:
         return game.init(key), jnp.int32(0)
     init_key, count_key, move_key = jax.random.split(key, 3)
@@ -148,17 +124,13 @@ def make_rollout(
 ) -> Callable:
     """`rollout(params, states, move_number, full, keys) -> (states, move_number, trajectory)`.
 
-    Plays `T = full.shape[0]` moves in each of the `B` slots of `states` (live games, [B]):
-    `full` (bool [T]) picks a full or fast search per step, `keys` ([T, B]) are each slot's
-    keys. Finished games restart at once. Returns the final states and move numbers and the
-    `Trajectory` [T, B]. A slot's trajectory depends only on its own keys and `full`, so a
-    batch of B games plays exactly what B separate one-game rollouts would.
+    Plays `T = full.shape[0]` moves in each of the B slots of `states` (live games [B]): `full`
+    (bool [T]) picks a full or fast search per step, `keys` [T, B] are each slot's keys, and
+    finished games restart at once. A slot's `Trajectory` depends only on its keys and `full`.
     """
     cfg = selfplay_config
-    always_full = cfg.full_search_prob >= 1.0 or cfg.fast_simulations == (
-        search_config.num_simulations
-    )
-
+    sims = search_config.num_simulations
+    always_full = cfg.full_search_prob >= 1.0 or cfg.fast_simulations == sims
     temperature_moves = cfg.temperature_moves
     temperature_moves = game.max_game_length if temperature_moves is None else temperature_moves
 
@@ -168,24 +140,16 @@ def make_rollout(
         sample = (move_number < temperature_moves)[None]
         one = jax.tree.map(lambda x: x[None], state)
 
-        def full_search():
-            return run_search(game, evaluate, params, one, search_key, search_config, sample=sample)
+        def search(simulations: int | None = None, explore: Array | bool = True):
+            return run_search(
+                game, evaluate, params, one, search_key, search_config, simulations, explore, sample
+            )
 
         def fast_search():
-            out = run_search(
-                game,
-                evaluate,
-                params,
-                one,
-                search_key,
-                search_config,
-                num_simulations=cfg.fast_simulations,
-                explore=sample,
-                sample=sample,
-            )
+            out = search(cfg.fast_simulations, explore=sample)
             return out._replace(policy=jnp.zeros_like(out.policy))
 
-        out = full_search() if always_full else jax.lax.cond(full, full_search, fast_search)
+        out = search() if always_full else jax.lax.cond(full, search, fast_search)
         action = out.action[0]
         nxt = game.step(state, action)
         ended = nxt.terminated
@@ -209,9 +173,7 @@ def make_rollout(
 
     def rollout(params, states: State, move_number: Array, full: Array, keys: Array):
         def step(carry, xs):
-            states, move_number = carry
-            full, keys = xs
-            states, move_number, record = play_all(params, states, move_number, full, keys)
+            states, move_number, record = play_all(params, *carry, *xs)
             return (states, move_number), record
 
         (states, move_number), trajectory = jax.lax.scan(step, (states, move_number), (full, keys))
@@ -231,10 +193,9 @@ def make_selfplay(
     """`(init_fn, chunk_fn)`, both pure and un-jitted.
 
     `init_fn(key) -> Carry`; `chunk_fn(params, carry, key) -> (carry, examples, metrics)` with
-    `Examples` of N = chunk_moves * batch_size slots (`valid` marks the ones with a known
-    target; with `as_states`, they carry their game states instead of observations) and a dict
-    of scalar metrics. The slots share example slots within `groups` contiguous groups, the
-    examples of group g coming g-th (default: one group per device, so examples stay local).
+    `Examples` of N = chunk_moves * batch_size slots (`valid` marks those with a known target)
+    and a dict of scalar metrics. The slots share example slots within `groups` contiguous
+    groups (`resolve`; default: one group per device).
     """
     cfg = selfplay_config
     batch, length = cfg.batch_size, cfg.chunk_moves
@@ -248,11 +209,7 @@ def make_selfplay(
         example = jax.tree.map(lambda x: x[0], games) if as_states else None
         shape = None if as_states else game.observation_shape
         pending = empty_trajectory(game.max_game_length, batch, shape, game.num_actions, example)
-        return Carry(
-            states=games,
-            move_number=plies,
-            pending=_swap(pending),
-        )
+        return Carry(games, plies, _swap(pending))
 
     def chunk_fn(params, carry: Carry, key: Array) -> tuple[Carry, Examples, dict[str, Array]]:
         pcr_key, slot_key = jax.random.split(key)
@@ -297,9 +254,8 @@ def chunk_evaluations(
 
 
 def returns(trajectory: Trajectory) -> tuple[Array, Array]:
-    """Each position's return from its mover's view, and whether it is known ([T, B] each):
-    `G_t = reward_t + discount_t * G_{t+1}`, known when the position is valid and its game
-    ends inside the trajectory."""
+    """Each position's return `G_t = reward_t + discount_t * G_{t+1}` (its mover's view) and
+    whether it is known (valid, its game ending inside the trajectory), [T, B] each."""
 
     def back(carry, step):
         ret_next, ended_next = carry
@@ -322,9 +278,8 @@ def empty_trajectory(
     num_actions: int,
     state: State | None = None,
 ) -> Trajectory:
-    """An all-padding trajectory [length, batch] (the initial pending buffer); with an
-    (unbatched) example `state`, it keeps game states too, and with `observation_shape` None,
-    no observations."""
+    """An all-padding trajectory [length, batch] (the initial pending buffer), with game states
+    like the unbatched `state` if given, and no observations if `observation_shape` is None."""
     lead = (length, batch)
     return Trajectory(
         observation=None
@@ -344,12 +299,8 @@ def empty_trajectory(
 
 def _emission_counts(known: Array, total: int, most: int) -> Array:
     """[B] positions emitted per slot from `known` [B] known counts (each <= `most`), at most
-    `total` in all.
-
-    Every slot gets min(known, c) for the largest cap c with sum(min(known, c)) <= total (found
-    by bisection; c >= total // B), and the remaining example slots go, one each, to the first
-    slots that still have known positions above the cap.
-    """
+    `total` in all: min(known, c) for the largest cap c with sum(min(known, c)) <= total (by
+    bisection), the remaining example slots going one each to the first slots above the cap."""
     batch = known.shape[0]
     low = jnp.asarray(total // batch, jnp.int32)  # always fits
     high = jnp.maximum(known.max(), low) + 1  # never needed beyond this
@@ -370,16 +321,12 @@ def resolve(
 ) -> tuple[Examples, Trajectory, dict[str, Array]]:
     """Turn pending positions [P, B] plus a new chunk [T, B] into examples and a new pending.
 
-    `pending` holds each slot's carried positions right-aligned (valid entries last, padding
-    first); `chunk` is fully valid. Returns the examples (N = T * B; in each group the emitted
-    ones first, by slot, oldest first, `valid` marking them), the new pending buffer [P, B] in
-    the same layout, and counts: `emitted` (examples), `pending` (carried positions) and
-    `dropped` (positions that did not fit in the pending buffer: 0 whenever P >= the longest
-    game).
-
-    `groups` splits the B slots into that many contiguous groups that share their T * B /
-    groups example slots among themselves only; with one group per device, examples never
-    move between devices.
+    `pending` holds each slot's carried positions right-aligned (padding first); `chunk` is
+    fully valid. Returns the examples (N = T * B; in each group the emitted ones first, by
+    slot, oldest first), the new pending buffer [P, B] in the same layout, and counts:
+    `emitted`, `pending` and `dropped` (positions that did not fit in the pending buffer: none
+    when P >= the longest game). The B slots form `groups` contiguous groups that share their
+    example slots among themselves only (one per device: examples never change device).
     """
     batch = chunk.valid.shape[1]
     if groups < 1 or batch % groups:
