@@ -73,7 +73,7 @@ step "train: $minutes minutes of $config (Ctrl-C stops it early and keeps what i
 # would send a person to it, so the next piece's line (at the end) is named instead.
 hint='s/rerun the same command to resume/the next piece continues from the exported model/'
 timeout -s TERM -k 120 "${minutes}m" "$py" -m azjax.cli.train --config "$config" --workdir "$run" \
-    --quiet "$@" > >(sed -u "$hint") 2> >(sed -u "$hint" >&2) &
+    --quiet "$@" > >(trap '' INT; exec sed -u "$hint") 2> >(trap '' INT; exec sed -u "$hint" >&2) &
 training=$! interrupted=0
 trap 'interrupted=1; kill -TERM "$training" 2>/dev/null || true' INT TERM
 status=

@@ -47,6 +47,7 @@ def audit(event, args):
         written.add(os.path.abspath(os.fsdecode(args[0])))
 
 sys.addaudithook(audit)
+from azjax import cli
 from azjax.checkpoint import Checkpointer
 from azjax.cli import train
 
@@ -64,8 +65,8 @@ def finish(code):
     return code
 
 Checkpointer.save = stop_while_saving
-leave = train.leave  # how a process of a cluster ends, from inside azjax-train's main
-train.leave = lambda code: leave(finish(code))
+leave = cli.leave  # how a process of a cluster ends, from inside azjax-train's main
+cli.leave = lambda code: leave(finish(code))
 sys.exit(finish(train.main(sys.argv[2:])))
 """
 

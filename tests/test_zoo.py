@@ -159,7 +159,8 @@ def test_the_page_picks_the_zoo_model_unless_the_person_chose(browser, server):
         chosen.append(page.input_value("#opponent"))
         if game == "othello":
             page.select_option("#opponent", "greedy")  # the person's choice is kept from now on
-    assert chosen == ["zoo:tictactoe", "zoo:c4", "random", "greedy", "greedy"]
+    # othello has no zoo model here (and no run): the page's fallback, pure MCTS
+    assert chosen == ["zoo:tictactoe", "zoo:c4", "mcts:200", "greedy", "greedy"]
     page.select_option("#opponent", "zoo:c4")
     page.select_option("#game", "tictactoe")  # not offered here: the game's own default
     assert page.input_value("#opponent") == "zoo:tictactoe"
