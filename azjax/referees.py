@@ -7,8 +7,8 @@ the mover (positive wins, 0 draws, negative loses).
 - Connect4 (data/connect4_positions.json, from scripts/make_connect4_positions.py and the
   bitbully solver) and Tic-Tac-Toe (all 4,520 non-terminal positions, from
   scripts/make_tictactoe_positions.py): a win scores more, a loss less, the sooner it comes.
-- Dots and Boxes 3x3 (from scripts/make_dots_and_boxes_positions.py and
-  `DotsAndBoxesSolution`): the mover's final box margin, boxes already won included.
+- Dots and Boxes 3x3 (from scripts/make_dots_and_boxes_positions.py and its retrograde
+  solver): the mover's final box margin, boxes already won included.
 
 An agent is measured by best-move accuracy (its move has the top score) and result accuracy
 (its move keeps the result; in a lost position every move does), overall, by phase and by
@@ -484,80 +484,3 @@ def mistake_rates(
     groups = load_groups() if groups is None else groups
     flat = [p for positions in groups.values() for p in positions]
     return score_mistakes(groups, agent_moves(game, agent, key, flat, batch_size, progress))
-
-
-# Dots and Boxes: the rest of a game is worth what the drawn lines alone decide, so one table over
-# the 2^L sets S of drawn lines (a set: the bits of its actions, games/dots_and_boxes.py) holds
-# v(S), the mover's boxes from here on minus the opponent's under perfect play: v(every line) = 0
-# and, over the open lines l closing c(S, l) boxes, v(S) = max_l c(S, l) + v(S | l) where
-# c(S, l) > 0 (the mover moves again), else -v(S | l).
-
-MAX_LINES = 24  # 2^24 int8 values (16 MiB): 3x3 boxes, 2x4, 1x7 and anything smaller
-
-
-def closing_masks(rows: int, cols: int) -> np.ndarray:
-    """int64 [L, 2]: per line, the other three sides of each box beside it, as line bits:
-    drawing open line l into S closes box k exactly when `S & m == m` for m = [l, k] (a line
-    beside one box has its own bit as the second mask, never in such an S)."""
-    num_h = (rows + 1) * cols
-    masks = np.zeros((num_h + rows * (cols + 1), 2), np.int64)
-    count = np.zeros(len(masks), np.int64)
-    for r in range(rows):
-        for c in range(cols):
-            left = num_h + r * (cols + 1) + c
-            sides = [r * cols + c, (r + 1) * cols + c, left, left + 1]
-            for line in sides:
-                masks[line, count[line]] = sum(1 << s for s in sides if s != line)
-                count[line] += 1
-    lonely = count == 1
-    masks[lonely, 1] = 1 << np.flatnonzero(lonely)
-    return masks
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class DotsAndBoxesSolution:
-    """A solved Dots and Boxes board: `values[S]` is v(S) for every set S of drawn lines."""
-
-    rows: int
-    cols: int
-    values: np.ndarray  # int8 [2^L]
-    masks: np.ndarray  # closing_masks(rows, cols)
-
-    @classmethod
-    def of(cls, rows: int, cols: int) -> DotsAndBoxesSolution:
-        """Retrograde analysis, one popcount layer at a time from the full set down, a few
-        numpy operations per line (3x3: 24 lines, 16 MiB, under 10 seconds on one core)."""
-        masks = closing_masks(rows, cols)
-        n = len(masks)
-        if n > MAX_LINES:
-            raise ValueError(
-                f"{rows}x{cols} boxes have {n} lines; the solver handles at most {MAX_LINES}"
-            )
-        values = np.zeros(1 << n, np.int8)
-        sets = np.arange(1 << n, dtype=np.int32)
-        popcount = np.bitwise_count(sets)
-        for drawn in range(n - 1, -1, -1):
-            layer = sets[popcount == drawn]
-            best = np.full(len(layer), -128, np.int8)
-            for line in range(n):
-                bit = np.int32(1) << line
-                open_ = (layer & bit) == 0
-                s = layer[open_]
-                after = values[s | bit]
-                closed = sum(((s & m) == m).astype(np.int8) for m in masks[line].astype(np.int32))
-                best[open_] = np.maximum(best[open_], np.where(closed > 0, closed + after, -after))
-            values[layer] = best
-        return cls(rows, cols, values, masks)
-
-    def closes(self, drawn: int, line: int) -> int:
-        """Boxes that drawing open `line` into the set `drawn` closes (0, 1 or 2)."""
-        return sum(drawn & int(m) == int(m) for m in self.masks[line])
-
-    def move_values(self, drawn: int) -> list[int | None]:
-        """Per line, the mover's margin from here on after drawing it and perfect play by
-        both; None for drawn lines. The best of them is `values[drawn]`."""
-        out: list[int | None] = []
-        for line in range(len(self.masks)):
-            closed, after = self.closes(drawn, line), int(self.values[drawn | 1 << line])
-            out.append(None if drawn >> line & 1 else closed + after if closed else -after)
-        return out

@@ -1,5 +1,5 @@
 """Regenerate azjax/data/dots_and_boxes_positions.json: 3x3 Dots and Boxes positions labelled
-by the exact retrograde solver (azjax.referees; under 10 seconds).
+by the exact retrograde solver below (`Solution`; under 10 seconds).
 
 Positions come from games in which each move is, with probability --random-prob, a uniformly
 random line and otherwise one of the solver's best lines. Target plies (lines drawn) are spread
@@ -19,14 +19,93 @@ both sides then play perfectly; null for a drawn line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import random
 import sys
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from azjax.referees import DOTS_AND_BOXES
-from azjax.referees import DotsAndBoxesSolution as Solution
+
+# Dots and Boxes: the rest of a game is worth what the drawn lines alone decide, so one table over
+# the 2^L sets S of drawn lines (a set: the bits of its actions, games/dots_and_boxes.py) holds
+# v(S), the mover's boxes from here on minus the opponent's under perfect play: v(every line) = 0
+# and, over the open lines l closing c(S, l) boxes, v(S) = max_l c(S, l) + v(S | l) where
+# c(S, l) > 0 (the mover moves again), else -v(S | l).
+
+MAX_LINES = 24  # 2^24 int8 values (16 MiB): 3x3 boxes, 2x4, 1x7 and anything smaller
+
+
+def closing_masks(rows: int, cols: int) -> np.ndarray:
+    """int64 [L, 2]: per line, the other three sides of each box beside it, as line bits:
+    drawing open line l into S closes box k exactly when `S & m == m` for m = [l, k] (a line
+    beside one box has its own bit as the second mask, never in such an S)."""
+    num_h = (rows + 1) * cols
+    masks = np.zeros((num_h + rows * (cols + 1), 2), np.int64)
+    count = np.zeros(len(masks), np.int64)
+    for r in range(rows):
+        for c in range(cols):
+            left = num_h + r * (cols + 1) + c
+            sides = [r * cols + c, (r + 1) * cols + c, left, left + 1]
+            for line in sides:
+                masks[line, count[line]] = sum(1 << s for s in sides if s != line)
+                count[line] += 1
+    lonely = count == 1
+    masks[lonely, 1] = 1 << np.flatnonzero(lonely)
+    return masks
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Solution:
+    """A solved Dots and Boxes board: `values[S]` is v(S) for every set S of drawn lines."""
+
+    rows: int
+    cols: int
+    values: np.ndarray  # int8 [2^L]
+    masks: np.ndarray  # closing_masks(rows, cols)
+
+    @classmethod
+    def of(cls, rows: int, cols: int) -> Solution:
+        """Retrograde analysis, one popcount layer at a time from the full set down, a few
+        numpy operations per line (3x3: 24 lines, 16 MiB, under 10 seconds on one core)."""
+        masks = closing_masks(rows, cols)
+        n = len(masks)
+        if n > MAX_LINES:
+            raise ValueError(
+                f"{rows}x{cols} boxes have {n} lines; the solver handles at most {MAX_LINES}"
+            )
+        values = np.zeros(1 << n, np.int8)
+        sets = np.arange(1 << n, dtype=np.int32)
+        popcount = np.bitwise_count(sets)
+        for drawn in range(n - 1, -1, -1):
+            layer = sets[popcount == drawn]
+            best = np.full(len(layer), -128, np.int8)
+            for line in range(n):
+                bit = np.int32(1) << line
+                open_ = (layer & bit) == 0
+                s = layer[open_]
+                after = values[s | bit]
+                closed = sum(((s & m) == m).astype(np.int8) for m in masks[line].astype(np.int32))
+                best[open_] = np.maximum(best[open_], np.where(closed > 0, closed + after, -after))
+            values[layer] = best
+        return cls(rows, cols, values, masks)
+
+    def closes(self, drawn: int, line: int) -> int:
+        """Boxes that drawing open `line` into the set `drawn` closes (0, 1 or 2)."""
+        return sum(drawn & int(m) == int(m) for m in self.masks[line])
+
+    def move_values(self, drawn: int) -> list[int | None]:
+        """Per line, the mover's margin from here on after drawing it and perfect play by
+        both; None for drawn lines. The best of them is `values[drawn]`."""
+        out: list[int | None] = []
+        for line in range(len(self.masks)):
+            closed, after = self.closes(drawn, line), int(self.values[drawn | 1 << line])
+            out.append(None if drawn >> line & 1 else closed + after if closed else -after)
+        return out
+
 
 TRIES_PER_PLY = 200
 PUBLISHED_LINE = (7, 10, 6, 20)  # h 3 2, h 4 2, h 3 1, v 3 1
@@ -99,7 +178,7 @@ def generate(count: int, seed: int, max_ply: int, random_prob: float) -> dict:
             f"scripts/make_dots_and_boxes_positions.py --count {count} --seed {seed} "
             f"--max-ply {max_ply} --random-prob {random_prob}"
         ),
-        "solver": "azjax.dab_solver (retrograde analysis over all 2^24 line sets)",
+        "solver": "this script's retrograde analysis over all 2^24 line sets",
         "start_value": int(solution.values[0]),
         "positions": [
             {"moves": moves, "phase": DOTS_AND_BOXES.phase(len(moves)), "scores": scores}

@@ -8,6 +8,7 @@ import functools
 import importlib.util
 import pathlib
 import shutil
+import sys
 import types
 
 import jax
@@ -24,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def load_script(name: str) -> types.ModuleType:
     """scripts/NAME.py as a module (the scripts are not a package)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
     spec.loader.exec_module(module)
     return module
 

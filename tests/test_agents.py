@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import compile_optimised, index, live_positions, write_tiny_run
+from helpers import compile_optimised, index, live_positions, load_script, write_tiny_run
 
 import games
 from azjax import agents, arena, export, referees, specs
@@ -39,7 +39,7 @@ def test_alphabeta_plays_perfectly():
     assert referees.score_moves(positions, moves).best_move == 1
     # 2x2 Dots and Boxes endgames (a box keeps the turn): the best result by the solver.
     game = games.make("dots_and_boxes", rows=2, cols=2)
-    solution = referees.DotsAndBoxesSolution.of(2, 2)
+    solution = load_script("make_dots_and_boxes_positions").Solution.of(2, 2)
     states = _live_states(game, jax.random.key(3), 12, 12)
     states = index(states, np.asarray(states.lines).sum(-1) >= 6)
     assert states.current_player.shape[0] >= 20

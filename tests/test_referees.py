@@ -18,8 +18,8 @@ from azjax import agents, model, referees, zoo
 from azjax.cli import INTERRUPTED
 from azjax.cli import evaluate as cli
 from azjax.referees import CONNECT4, DOTS_AND_BOXES, TICTACTOE, Position
-from azjax.referees import DotsAndBoxesSolution as Solution
 
+Solution = load_script("make_dots_and_boxes_positions").Solution
 COLS, ROWS = 7, 6  # Connect4
 BOTTOM = sum(1 << (7 * c) for c in range(COLS))  # bitboards: 7 bits a column, bottom up
 FULL = BOTTOM * ((1 << ROWS) - 1)
