@@ -449,9 +449,10 @@ class Game(abc.ABC):
 
         return svg.grid_picture(board, legal, last_action, cell, self.colours)
 
-    def svg(self, state: State | None = None, **options: Any) -> str:
+    def svg(self, state: State | None = None, viewer: int = 0, **options: Any) -> str:
         """The position as an SVG document; options as `games.svg.to_svg` (board,
-        last_action, cell, clickable)."""
+        last_action, cell, clickable). `viewer`, the player looking at it, matters to pictures
+        drawn for one side (pgx's Backgammon numbers its points for them)."""
         from games import svg
 
         return svg.to_svg(self, state, **options)

@@ -258,14 +258,20 @@ class PgxGame(Game):
         return (sign * jnp.sign(obs[..., 0] - obs[..., 1])).astype(jnp.int32)
 
     def svg(self, state: State | None = None, **options: Any) -> str:
-        """pgx's own drawing of `state` (`games.svg.pgx_svg`): Hex's hexagons, Backgammon's
-        points and dice, without clickable moves or a marked last move. A bare `board` (no
-        state) is drawn as the default grid."""
+        """pgx's own drawing of `state` (`games.svg.pgx_svg`: Hex's hexagons, Backgammon's
+        points and dice) with `_marks` over it; no marked last move. A bare `board` (no state)
+        is drawn as the default grid."""
         if state is None:
             return super().svg(state, **options)
         from games import svg
 
-        return svg.pgx_svg(state.env, f"{self.name} board")
+        picture = svg.pgx_svg(state.env, f"{self.name} board")
+        end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
+        return picture[:end] + "".join(self._marks(state, **options)) + picture[end:]
+
+    def _marks(self, state: State, **options: Any) -> list[str]:
+        """SVG elements drawn over pgx's picture in its units (coordinates, clickable cells)."""
+        return []
 
     def heuristic(self, state: State, player: Array) -> Array:
         """The environment's evaluation (`HEURISTICS`: Backgammon's pip count lead) from
@@ -363,6 +369,29 @@ class _Hex(PgxGame):
             lines.append(" " * r + f"{r + 1:>2} {cells} {r + 1}")
         return "\n".join(lines)
 
+    def _marks(self, state: State, clickable: bool = False, **options: Any) -> list[str]:
+        """Coordinates, and with `clickable` a clickable hexagon over each legal cell, placed
+        as pgx places its cells (15 units from centre to corner, each row half a cell right of
+        the one above)."""
+        width, r = self.observation_shape[1], 15.0
+        legal = self.legal_actions(state) if clickable else []
+        cells = []
+        for action in (a for a in legal if a < width * width):
+            row, col = divmod(action, width)
+            x, y = (col + row / 2) * r * math.sqrt(3), row * r * 1.5
+            corners = " ".join(
+                f"{x + r * math.sin(i * math.pi / 3):.2f},{y + r * math.cos(i * math.pi / 3):.2f}"
+                for i in range(6)
+            )
+            cells.append(
+                f'<polygon class="move" data-action="{action}" points="{corners}" '
+                f'fill="transparent"><title>{self.format_action(action)}</title></polygon>'
+            )
+        for i, letter in enumerate(letters(width)):  # pgx draws no coordinates: a1 top left
+            cells.append(_text(i * r * math.sqrt(3), -1.9 * r, letter))
+            cells.append(_text((i / 2 - 1.1) * r * math.sqrt(3), i * r * 1.5, str(i + 1)))
+        return cells
+
 
 class _Backgammon(PgxGame):
     """Backgammon by the standard rules (`games.backgammon`), Black (first) and White as pgx
@@ -389,6 +418,17 @@ class _Backgammon(PgxGame):
     def notation_help(self) -> str:
         return backgammon.HELP
 
+    def _marks(self, state: State, viewer: int = 0, **options: Any) -> list[str]:
+        """The point numbers for `viewer` (0: Black) between the rows. pgx draws Black's point
+        24 - i (White's i + 1) at column 12.5 - i of the bottom row, then leftwards past the
+        bar, then the top row from the left, in units of 25."""
+        labels = []
+        for i in range(24):
+            column = 12.5 - i - (i >= 6) if i < 12 else i - 11.5 + (i >= 18)
+            text = str(24 - i if viewer == 0 else i + 1)
+            labels.append(_text(25 * column, 25 * (7.6 if i < 12 else 6.4), text))
+        return labels
+
     def parse_action(self, text: str, state: State | None = None) -> int:
         """`Game.parse_action`; given `state`, a bearing off named without its die (6/off) is
         the legal one with the smallest die that bears off there."""
@@ -399,6 +439,13 @@ class _Backgammon(PgxGame):
                 action = next((a for a in bigger if state.legal_action_mask[a]), action)
             self._check_legal(state, action, text)
         return action
+
+
+def _text(x: float, y: float, text: str) -> str:
+    return (
+        f'<text x="{x:.2f}" y="{y:.2f}" font-size="10" text-anchor="middle" '
+        f'dominant-baseline="central" fill="#6c757d">{text}</text>'
+    )
 
 
 _CLASSES: dict[str, type[PgxGame]] = {"backgammon": _Backgammon, "hex": _Hex}

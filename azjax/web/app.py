@@ -21,7 +21,6 @@ import atexit
 import collections
 import inspect
 import json
-import math
 import pathlib
 import re
 import secrets
@@ -54,7 +53,6 @@ from azjax.session import (
     prepared,
 )
 from games import IllegalMoveError, svg
-from games.core import letters
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 MAX_BODY = 4096  # bytes; every request of this API fits in far less
@@ -283,57 +281,8 @@ class BrowserGame:
 
 def board_svg(session: Session, index: int, clickable: bool = False) -> str:
     last = session.plies[index - 1].action if index > 0 else None
-    game, state = session.game, session.states[index]
-    picture = game.svg(state, last_action=last, clickable=clickable)
-    if game.name == "pgx:hex":
-        extra = hex_targets(game, game.legal_actions(state) if clickable else [])
-    elif game.name == "pgx:backgammon":
-        extra = backgammon_points(session.human)
-    else:
-        return picture
-    end = picture.rindex("</g></g></svg>")  # the end of pgx's board group
-    return picture[:end] + "".join(extra) + picture[end:]
-
-
-def hex_targets(game: games.Game, legal: list[int]) -> list[str]:
-    """Coordinates and a clickable hexagon over each `legal` cell, placed as pgx places its
-    cells (15 units from centre to corner, each row half a cell right of the one above)."""
-    width, r = game.observation_shape[1], 15.0
-    cells = []
-    for action in (a for a in legal if a < width * width):
-        row, col = divmod(action, width)
-        x, y = (col + row / 2) * r * math.sqrt(3), row * r * 1.5
-        corners = (
-            f"{x + r * math.sin(i * math.pi / 3):.2f},{y + r * math.cos(i * math.pi / 3):.2f}"
-            for i in range(6)
-        )
-        cells.append(
-            f'<polygon class="move" data-action="{action}" points="{" ".join(corners)}" '
-            f'fill="transparent"><title>{game.format_action(action)}</title></polygon>'
-        )
-    for i, letter in enumerate(letters(width)):  # pgx draws no coordinates: a1 top left
-        cells.append(_label(i * r * math.sqrt(3), -1.9 * r, letter))
-        cells.append(_label((i / 2 - 1.1) * r * math.sqrt(3), i * r * 1.5, str(i + 1)))
-    return cells
-
-
-def backgammon_points(person: int) -> list[str]:
-    """Backgammon's point numbers for `person` (0: Black) between the rows. pgx draws Black's
-    point 24 - i (White's i + 1) at column 12.5 - i of the bottom row, then leftwards past the
-    bar, then the top row from the left, in units of 25."""
-    labels = []
-    for i in range(24):
-        column = 12.5 - i - (i >= 6) if i < 12 else i - 11.5 + (i >= 18)
-        text = str(24 - i if person == 0 else i + 1)
-        labels.append(_label(25 * column, 25 * (7.6 if i < 12 else 6.4), text))
-    return labels
-
-
-def _label(x: float, y: float, text: str) -> str:
-    return (
-        f'<text x="{x:.2f}" y="{y:.2f}" font-size="10" text-anchor="middle" '
-        f'dominant-baseline="central" fill="#6c757d">{text}</text>'
-    )
+    state = session.states[index]
+    return session.game.svg(state, last_action=last, clickable=clickable, viewer=session.human)
 
 
 def _ply(session: Session, p: Ply, i: int | None = None) -> dict[str, Any]:
