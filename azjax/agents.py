@@ -339,7 +339,7 @@ def make(spec: str, game: Game) -> Agent:
     return search_agent(game, found.network, found.params, search, name)
 
 
-AnalysisFn = Callable[[Params, State, Array], tuple[Array, Array]]
+AnalysisFn = Callable[[Params, State, Array], tuple[Array, Array, Array]]
 
 
 @flax.struct.dataclass
@@ -351,6 +351,10 @@ class Analysis:
     params: Any = None  # traced pytree (network parameters); None for pure MCTS
 
     def __call__(self, state: State, key: Array) -> tuple[Array, Array]:
+        return self.searched(state, key)[:2]
+
+    def searched(self, state: State, key: Array) -> tuple[Array, Array, Array]:
+        """(policy, value, the action the search chooses with this key)."""
         check_unbatched(state, "an analysis")
         return self.fn(self.params, state, key)
 
@@ -371,10 +375,10 @@ def _analysis_fn(game: Game, evaluate: Evaluator, config: SearchConfig) -> Analy
     """One jitted search per (game, evaluator, settings), shared by checkpoints of a network."""
 
     @jax.jit
-    def fn(params: Params, state: State, key: Array) -> tuple[Array, Array]:
+    def fn(params: Params, state: State, key: Array) -> tuple[Array, Array, Array]:
         batched = jax.tree.map(lambda x: x[None], state)
         out = run_search(game, evaluate, params, batched, key, config, explore=False)
-        return out.policy[0], out.root_value[0]
+        return out.policy[0], out.root_value[0], out.action[0]
 
     return fn
 

@@ -39,15 +39,24 @@ def compiled_agent(game: games.Game, spec: str) -> Callable[[State, jax.Array], 
 @functools.lru_cache(maxsize=16)
 def compiled_analysis(
     game: games.Game, spec: str
-) -> Callable[[State, jax.Array], tuple[np.ndarray, float]]:
-    """`analyse(state, key) -> (policy[A], value)` by `analyst(spec)`, value for the mover."""
+) -> Callable[[State, jax.Array], tuple[np.ndarray, float, int]]:
+    """`analyse(state, key) -> (policy[A], value, action)` by `analyst(spec)`: the value for
+    the mover, the action the search chooses (the agent's move when `own_search(spec)`)."""
     analysis = agents.analysis(game, spec)
 
-    def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float]:
-        policy, value = analysis(state, key)
-        return np.asarray(policy, np.float64), float(value)
+    def analyse(state: State, key: jax.Array) -> tuple[np.ndarray, float, int]:
+        policy, value, action = analysis.searched(state, key)
+        return np.asarray(policy, np.float64), float(value), int(action)
 
     return analyse
+
+
+def own_search(spec: str) -> bool:
+    """Whether the hints against `spec` are its own search: one compiled search plays its
+    moves and analyses them."""
+    parsed = agents.parse_spec(spec)
+    pure = parsed.kind == "mcts" and parsed.number == agents.ANALYSIS_SIMULATIONS
+    return pure or parsed.kind in ("search", "zoo")
 
 
 def analyst(spec: str) -> str:
@@ -67,12 +76,28 @@ def default_opponent(game: games.Game) -> str:
     return FALLBACK_OPPONENT if name is None else f"zoo:{name}"
 
 
+_THREADS: dict[Any, threading.Thread] = {}  # background work by key, one at a time each
+_STOPPING = threading.Event()
 _PREPARED: set[tuple[games.Game, str]] = set()  # agents compiled
 _ANALYSED: set[tuple[games.Game, str]] = set()  # their analyses compiled
-_ANALYSING: dict[tuple[games.Game, str], threading.Thread] = {}
-_LOCKS: collections.defaultdict[tuple[games.Game, str], threading.Lock] = collections.defaultdict(
-    threading.Lock
-)
+_LOCKS: collections.defaultdict[Any, threading.Lock] = collections.defaultdict(threading.Lock)
+
+
+def in_background(key: Any, work: Callable[[], object]) -> None:
+    """Run `work` in a daemon thread unless one of the same `key` still runs (XLA compiles
+    without the GIL); none starts once the interpreter exits."""
+    with _LOCKS["threads"]:
+        if not _STOPPING.is_set() and not (key in _THREADS and _THREADS[key].is_alive()):
+            _THREADS[key] = threading.Thread(target=work, daemon=True, name=str(key[0]))
+            _THREADS[key].start()
+
+
+@atexit.register
+def _join_background() -> None:
+    # A compile still running while the interpreter tears JAX down crashes the process.
+    _STOPPING.set()
+    for thread in list(_THREADS.values()):
+        thread.join()
 
 
 def prepared(game: games.Game, spec: str) -> bool:
@@ -82,10 +107,11 @@ def prepared(game: games.Game, spec: str) -> bool:
 
 def prepare(game: games.Game, spec: str, analyse: bool = False) -> None:
     """Compile agent `spec` and the rules by playing once, once per (game, spec): a second
-    caller waits for the first. With `analyse`, the analysis compiles in a thread not waited
-    for (XLA compiles without the GIL). ValueError as `compiled_agent`."""
+    caller waits for the first. With `analyse`, an analysis that is not the agent's own
+    search compiles in the background. ValueError as `compiled_agent`."""
     init, step = _rules(game)
     state, key = init(jax.random.key(0)), jax.random.key(0)
+    own = own_search(spec)
 
     def analyse_once() -> None:
         try:
@@ -94,24 +120,19 @@ def prepare(game: games.Game, spec: str, analyse: bool = False) -> None:
         except ValueError:  # the agent's compile reports it
             pass
 
+    if analyse and not own and (game, spec) not in _ANALYSED:
+        in_background(("analysis", game, spec), analyse_once)
     with _LOCKS[game, spec]:
-        if analyse and (game, spec) not in _ANALYSING:
-            _ANALYSING[game, spec] = threading.Thread(target=analyse_once, daemon=True)
-            _ANALYSING[game, spec].start()
         if (game, spec) in _PREPARED:
             return
+        play = (compiled_analysis if own else compiled_agent)(game, spec)
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            moved = pool.submit(compiled_agent(game, spec), state, key)
+            moved = pool.submit(play, state, key)
             step(state, game.legal_actions(state)[0])
             moved.result()
         _PREPARED.add((game, spec))
-
-
-@atexit.register
-def _finish_analyses() -> None:
-    # A compile still running while the interpreter tears JAX down crashes the process.
-    for thread in list(_ANALYSING.values()):
-        thread.join()
+        if own:
+            _ANALYSED.add((game, spec))
 
 
 @functools.cache
@@ -145,7 +166,8 @@ class Session:
         if human not in (0, 1):
             raise ValueError(f"human must be player 0 or 1, got {human!r}")
         self.game, self.opponent, self.human = game, opponent, human
-        self.agent = compiled_agent(game, opponent)
+        self.own = own_search(opponent)  # then `agent` gives (policy, value, action)
+        self.agent = (compiled_analysis if self.own else compiled_agent)(game, opponent)
         self.analyst = analyst(opponent)
         init_key, self._key = jax.random.split(jax.random.key(seed))
         self.states: list[State] = [_rules(game)[0](init_key)]
@@ -190,12 +212,16 @@ class Session:
         if not self.over and not self.human_to_move:
             prepare(self.game, self.opponent, analyse)
         while not self.over and not self.human_to_move:
-            if analyse and (self.game, self.opponent) in _ANALYSED:
-                self.analysis = self.advice()
-            elif analyse:  # not compiled yet: the move now, the analysis from a later one on
-                self._next_key()  # the keys, and so the moves, as if analysed
-                self.analysis = None
-            plies.append(self._push(self.agent(self.state, self._next_key()), "agent"))
+            if self.own:  # one search: the move and its analysis
+                policy, value, action = self.agent(self.state, self._next_key())
+                self.analysis = self._advice(policy, value) if analyse else None
+            else:
+                ready = analyse and (self.game, self.opponent) in _ANALYSED
+                self.analysis = self.advice() if ready else None
+                if analyse and not ready:  # the keys, and so the moves, as if analysed
+                    self._next_key()
+                action = self.agent(self.state, self._next_key())
+            plies.append(self._push(action, "agent"))
         return plies
 
     def undo(self) -> bool:
@@ -210,7 +236,10 @@ class Session:
 
     def advice(self, top: int = 3) -> Advice:
         """`analyst`'s analysis of the current position: its `top` moves (those of 1% or more)."""
-        policy, value = compiled_analysis(self.game, self.opponent)(self.state, self._next_key())
+        analyse = compiled_analysis(self.game, self.opponent)
+        return self._advice(*analyse(self.state, self._next_key())[:2], top)
+
+    def _advice(self, policy: np.ndarray, value: float, top: int = 3) -> Advice:
         order = np.argsort(-policy, kind="stable")[:top]
         order = [a for a in order if policy[a] >= 0.01] or list(order[:1])  # drop the noise
         moves = tuple((self.game.format_action(int(a)), float(policy[a])) for a in order)

@@ -211,7 +211,8 @@ def test_checkpoint_opponents_and_their_analysis(runs):
         for kind, own in (("policy", False), ("search", True)):
             ttt, spec = games.make("tictactoe"), f"{kind}:{path}@2"
             session.prepare(ttt, spec, analyse=True)  # the analysis compiles beside the agent
-            session._ANALYSING[ttt, spec].join()  # and shows from the first move once compiled
+            for thread in list(session._THREADS.values()):  # the analysis shows from the first
+                thread.join()  # move once compiled
             view = new_game(c, human=1, opponent=spec, seed=4)
             first = view["analysis"]
             assert view["analyst"] == first["source"] == f"the network of {path}@2 with search"

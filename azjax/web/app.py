@@ -17,7 +17,6 @@ says whether the opponent is compiled.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import inspect
 import json
@@ -49,6 +48,7 @@ from azjax.session import (
     Ply,
     Session,
     default_opponent,
+    in_background,
     prepare,
     prepared,
 )
@@ -239,35 +239,20 @@ def first_choice(runs: list[dict[str, Any]], name: str, kwargs: dict[str, int]) 
     return trained[0] if zoo.default(game) is None and trained else default_opponent(game)
 
 
-_WARMING: dict[tuple[games.Game, str], threading.Thread] = {}
-_STOP_WARMING = threading.Event()
-
-
 def warm_in_background(pairs: list[tuple[games.Game, str]], analyse: bool) -> None:
     """`prepare` each (game, spec) and draw its first board (pgx's takes seconds) in a thread;
     a failure is left to the game that asks for it."""
 
     def run(game: games.Game, spec: str) -> None:
-        if _STOP_WARMING.is_set():
-            return
         try:
             prepare(game, spec, analyse)
             game.svg(game.init(jax.random.key(0)))
         except ValueError:  # an opponent that cannot be made: a new game reports it
             pass
 
-    for pair in pairs:
-        if not prepared(*pair) and not (pair in _WARMING and _WARMING[pair].is_alive()):
-            _WARMING[pair] = threading.Thread(target=run, args=pair, daemon=True, name="warm")
-            _WARMING[pair].start()
-
-
-@atexit.register
-def _stop_warming() -> None:
-    """Let warm-ups finish their compile: one running while JAX is torn down crashes."""
-    _STOP_WARMING.set()
-    for thread in list(_WARMING.values()):
-        thread.join()
+    for game, spec in pairs:
+        if not prepared(game, spec):
+            in_background(("warm", game, spec), lambda g=game, s=spec: run(g, s))
 
 
 class BrowserGame:
@@ -313,7 +298,7 @@ def view(gid: str, entry: BrowserGame, first_new: int, analyse: bool) -> dict[st
         entry.analyses[plies] = session.analysis
     advice = entry.analyses.get(plies) if analyse else None
     analysis = advice and _advice(advice) | {
-        "own": agents.parse_spec(session.opponent).kind in ("search", "zoo"),  # its own search
+        "own": session.own,
         "played": next((p.notation for p in reversed(session.plies) if p.by == "agent"), None),
     }
     return {
@@ -351,8 +336,9 @@ def create_app(
     warm_up: bool = False,
 ) -> Starlette:
     """The server. `runs_dir`: where to find checkpoints; `analyse`: analyse each agent move
-    (a second search); `max_games`: games kept (LRU); `warm_up`: compile the first game's first
-    opponent in the background (the page asks for the one chosen as it is chosen)."""
+    (by its own search, else a second one); `max_games`: games kept (LRU); `warm_up`: compile
+    the first game's first opponent in the background (the page asks for the one chosen as it
+    is chosen)."""
     store: collections.OrderedDict[str, BrowserGame] = collections.OrderedDict()
     store_lock = threading.Lock()
     if warm_up:  # in a thread: finding the runs reads their checkpoints
@@ -362,7 +348,7 @@ def create_app(
             spec = first_choice(find_runs(runs_dir), name, default_kwargs(name))
             warm_in_background([(games.make(name), spec)], analyse)
 
-        threading.Thread(target=first, daemon=True).start()
+        in_background(("first",), first)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
