@@ -18,9 +18,8 @@ import games
 SEED_LIMIT = 2**63  # jax.random.key takes a signed 64-bit seed
 SEED_RANGE = "0 <= seed < 2**63"
 SIZE_EXAMPLE = "rows=6,cols=9"
-# OS errors of the path given, mended by giving another (bad input): a permission denied (a
-# place not the user's to write), an invalid argument (a name the file system refuses, a ':' on
-# FAT). Any other (a full disk, an I/O error, a read-only mount) is the machine failing.
+# OS errors that giving another path mends (bad input), e.g. permission denied, or EINVAL for a
+# name the file system refuses; any other (full disk, I/O error, read-only mount) is a failure.
 PATH_ERRORS = frozenset({ENOTDIR, EISDIR, EACCES, EPERM, ENAMETOOLONG, ELOOP, EINVAL})
 
 
@@ -30,8 +29,7 @@ class WriteFailure(OSError):
 
 
 def write_error(message: str, err: OSError, refused: type[ValueError]) -> Exception:
-    """`message` as `refused` (bad input) where `err` is the path's fault (PATH_ERRORS), else as
-    WriteFailure."""
+    """`message` as `refused` (bad input) for an error in PATH_ERRORS, else as WriteFailure."""
     return refused(message) if err.errno in PATH_ERRORS else WriteFailure(message)
 
 
@@ -52,8 +50,7 @@ def check_writable_file(path: str, name: str) -> None:
         raise ValueError(f"{name} {path}: there is no folder {target.parent}")
     existed = target.exists()
     try:
-        with open(target, "a"):
-            pass
+        open(target, "a").close()
     except OSError as err:
         raise ValueError(f"{name} {path}: cannot write there ({err.strerror})") from None
     if not existed:
@@ -77,8 +74,6 @@ def argparse_type(check: Callable[[object, str], int], name: str) -> Callable[[s
 
 
 seed_arg = argparse_type(check_seed, "seed")
-
-# ----------------------------------------------------------------------------- game flags
 
 
 @functools.cache
@@ -154,15 +149,8 @@ def add_game_arguments(parser: argparse.ArgumentParser, default: str | None = No
     """`--game NAME` (required unless `default` says where the game comes from otherwise) and
     `--size K=V,...`; read them back with `parse_size(args.size, args.game)`."""
     names = games.names()
-    parser.add_argument(
-        "--game",
-        required=default is None,
-        metavar="NAME",
-        help=f"the game: {', '.join(names)}" + (f" (default: {default})" if default else ""),
-    )
+    game = f"the game: {', '.join(names)}" + (f" (default: {default})" if default else "")
+    parser.add_argument("--game", required=default is None, metavar="NAME", help=game)
     sized = [f"{name}: {_taken(name)}" for name in names if games.make(name).sizes]
-    parser.add_argument(
-        "--size",
-        metavar="K=V,...",
-        help=f"the game's size, e.g. {SIZE_EXAMPLE} (default: the game's own; {'; '.join(sized)})",
-    )
+    size = f"the game's size, e.g. {SIZE_EXAMPLE} (default: the game's own; {'; '.join(sized)})"
+    parser.add_argument("--size", metavar="K=V,...", help=size)

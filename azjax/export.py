@@ -12,6 +12,7 @@ flax msgpack bytes. The card is also written beside it as `NAME.card.json`, for 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -91,11 +92,9 @@ def write_card(path: PathLike, card: Mapping[str, Any] | None = None) -> Card:
     return card
 
 
-def _write(path: PathLike, entries: dict, card: Card, config: Config | None = None) -> Card:
-    """Write the model file `entries` with `card` (and `config`), and the card beside it."""
+def _write(path: PathLike, entries: dict, card: Card) -> Card:
+    """Write the model file `entries` with `card`, and the card beside it."""
     entries = {**entries, "card": json.dumps(card)}
-    if config is not None:
-        entries["config"] = json.dumps(config_to_dict(config))
     write_atomically(pathlib.Path(path), msgpack.packb(entries, use_bin_type=True))
     return write_card(path, card)
 
@@ -132,11 +131,9 @@ def make_card(
 def run_figures(workdir: pathlib.Path, step: int) -> dict[str, Any]:
     """Positions seen and wall-clock minutes up to iteration `step`, from metrics.jsonl."""
     path = workdir / "metrics.jsonl"
-    if not path.exists():
-        return {"positions_seen": None, "wall_clock_minutes": None}
     records = {  # the last record of each iteration, final evaluations aside
         r["iteration"]: r
-        for r in read_metrics(path)
+        for r in (read_metrics(path) if path.exists() else [])
         if not r.get("final") and isinstance(r.get("iteration"), int) and r["iteration"] <= step
     }
     positions = sum(int(r.get("replay/added", 0)) for r in records.values())
@@ -171,9 +168,8 @@ def _playing(config: Config, simulations: int) -> Config:
     """`config` with the model playing `simulations` simulations by default."""
     if isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 1:
         raise ModelError(f"simulations must be an integer >= 1, got {simulations!r}")
-    return dataclasses.replace(
-        config, eval=dataclasses.replace(config.eval, num_simulations=simulations)
-    )
+    eval_config = dataclasses.replace(config.eval, num_simulations=simulations)
+    return dataclasses.replace(config, eval=eval_config)
 
 
 def export_run(
@@ -186,10 +182,9 @@ def export_run(
     simulations: int | None = None,
     snapshot: Mapping[str, Any] | None = None,
 ) -> Card:
-    """Write checkpoint `step` of a run (the newest when None) as the model file `out`, with
-    `snapshot` (azjax.resume.run_snapshot) when given; returns the card. `command` defaults to
-    `azjax-train` on the run's `config.yaml`; the model plays with `simulations` by default when
-    given, else with the run's evaluation simulations."""
+    """Write checkpoint `step` of a run (None: the newest) as model file `out`, with `snapshot`
+    (azjax.resume.run_snapshot) if given; returns the card. `command` defaults to `azjax-train` on
+    the run's config.yaml; the model plays `simulations` (default: the run's evaluation ones)."""
     workdir, out = pathlib.Path(workdir), pathlib.Path(out)
     check_suffix(out, SUFFIX)
     step = checkpoint.pick_step(workdir, step)
@@ -239,8 +234,7 @@ def read_config(path: PathLike) -> Config:
 
 def read_snapshot(path: PathLike) -> dict[str, Any] | None:
     """The run snapshot in the model file at `path` (azjax.resume); None when it has none."""
-    packed = _read(path).get("continuation")
-    if packed is None:
+    if (packed := _read(path).get("continuation")) is None:
         return None
     try:
         return flax.serialization.msgpack_restore(zlib.decompress(packed))
@@ -258,10 +252,8 @@ def load_model(path: PathLike) -> tuple[Config, Params, Card]:
         raise ModelError(f"{path} has damaged parameters ({type(err).__name__})") from None
     if want != (have := shapes(stored)):
         bad = min(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
-        raise ModelError(
-            f"{path}: parameter {bad} has shape {have.get(bad)}, but the network in its "
-            f"config needs {want.get(bad)}"
-        )
+        need = f"but the network in its config needs {want.get(bad)}"
+        raise ModelError(f"{path}: parameter {bad} has shape {have.get(bad)}, {need}")
     return config, jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), stored), card
 
 
@@ -281,17 +273,14 @@ def set_simulations(path: PathLike, simulations: int) -> Card:
     old, strength = card["search"]["simulations"], {}
     for key, figures in card.get("strength", {}).items():
         agent = figures.get("agent", "")
-        try:
+        with contextlib.suppress(ValueError):  # an agent spec not parsed is left as it is
             spec = parse_spec(agent)
-            renamed = spec.kind in ("zoo", "search") and spec.number is None and simulations != old
-        except ValueError:
-            renamed = False
-        if renamed:
-            key = f"{agent}:{old}" + key.removeprefix(agent)
-            figures = {**figures, "agent": f"{agent}:{old}"}
+            if spec.kind in ("zoo", "search") and spec.number is None and simulations != old:
+                key = f"{agent}:{old}" + key.removeprefix(agent)
+                figures = {**figures, "agent": f"{agent}:{old}"}
         strength[key] = figures
     card = {**card, "search": {**card["search"], "simulations": simulations}, "strength": strength}
-    return _write(path, _read(path), card, config)
+    return _write(path, {**_read(path), "config": json.dumps(config_to_dict(config))}, card)
 
 
 def _strength_entry(result: Mapping[str, Any]) -> tuple[str, Card]:
@@ -323,10 +312,8 @@ def record_strength(path: PathLike, result: Mapping[str, Any]) -> Card:
     """File the figures of an `azjax-eval --json` result in the card of the model at `path`
     (rewriting the model file and its card beside it); returns the card."""
     entries, card = _read(path), read_card(path)
-    if result.get("game") != card["game"]["name"]:
-        raise ModelError(
-            f"the figures are for {result.get('game')!r}, but {path} plays {card['game']['name']}"
-        )
+    if result.get("game") != (game := card["game"]["name"]):
+        raise ModelError(f"the figures are for {result.get('game')!r}, but {path} plays {game}")
     try:
         key, figures = _strength_entry(result)
     except KeyError as err:

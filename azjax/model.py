@@ -59,21 +59,18 @@ def model_file(text: str) -> pathlib.Path | None:
 
 
 def game_of(text: str) -> Game:
-    """The game (and size) the model at source `text` was trained for, from its config or card
-    alone (no parameters read)."""
+    """The game (and size) source `text`'s model was trained for, read without its parameters."""
     source = parse_source(text)
     if source.kind == "run":
         return checkpoint.read_config(run_directory(source), source.step).game.make()
-    zoo_model = source.kind == "zoo"
-    return export.card_game(zoo.card(source.path) if zoo_model else export.read_card(source.path))
+    return export.card_game(export.read_card(model_file(text)))
 
 
 def _label(model: Model) -> str:
     """How errors name a model: checkpoint WORKDIR@STEP, model FILE.azjax or zoo model NAME."""
     if model.card is None:
         return f"checkpoint {model.name}"
-    zoo_model = model.name.startswith("zoo:")
-    return f"zoo model {model.name[4:]}" if zoo_model else f"model {model.name}"
+    return f"zoo model {model.name[4:]}" if model.name.startswith("zoo:") else f"model {model.name}"
 
 
 def _game(game: Game) -> str:

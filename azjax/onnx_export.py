@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import pathlib
-from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -21,7 +20,7 @@ import numpy as np
 
 from azjax.checks import WriteFailure, write_error
 from azjax.config import Config, config_to_dict
-from azjax.export import ModelError, check_suffix, write_atomically
+from azjax.export import Card, ModelError, PathLike, check_suffix, write_atomically
 from azjax.network import make_network
 
 # The largest absolute difference between onnxruntime's outputs and JAX's (float32 logits and
@@ -54,21 +53,15 @@ def _onnx_plugins() -> None:
 
 
 def export_onnx(
-    config: Config,
-    params: Any,
-    out: str | pathlib.Path,
-    batch: int | None = None,
-    card: Mapping[str, Any] | None = None,
+    config: Config, params: Any, out: PathLike, batch: int | None = None, card: Card | None = None
 ) -> float:
     """Write the network as ONNX, float32: input `obs` [B, *observation_shape], outputs
     `logits` [B, num_actions] and `value` [B] (B symbolic unless `batch` is given), the config
     and `card` in its metadata. Written beside `out`, checked by `check_onnx`, then moved to
     `out`: a failed, interrupted or mismatched (OnnxMismatch: above TOLERANCE) export leaves
-    `out` as it was. Returns the check's largest difference.
-
-    The network picks its 3x3 convolution with `lax.platform_dependent`, which jax2onnx cannot
-    lower, so it is traced on the CPU with compile-time evaluation (ONNX `Conv` nodes).
-    """
+    `out` as it was. Returns the check's largest difference. The network's 3x3 convolution
+    (`lax.platform_dependent`, which jax2onnx cannot lower) is traced on the CPU with
+    compile-time evaluation, giving ONNX `Conv` nodes."""
     out = pathlib.Path(out)
     check_suffix(out, ".onnx")
     if not out.parent.is_dir():
@@ -92,18 +85,12 @@ def export_onnx(
 
     _onnx_plugins()
     logging.getLogger("onnx_ir").setLevel(logging.ERROR)  # notes on untyped shape constants
-    model = to_onnx(
-        apply,
-        [("B" if batch is None else batch, *game.observation_shape)],
-        model_name=f"azjax_{game.name}",
-        input_names=["obs"],
-        output_names=["logits", "value"],
-    )
-    metadata = {"azjax_config": json.dumps(config_to_dict(config))}
+    shape = ("B" if batch is None else batch, *game.observation_shape)
+    names = {"input_names": ["obs"], "output_names": ["logits", "value"]}
+    model = to_onnx(apply, [shape], model_name=f"azjax_{game.name}", **names)
+    model.metadata_props.add(key="azjax_config", value=json.dumps(config_to_dict(config)))
     if card is not None:
-        metadata["azjax_card"] = json.dumps(card)
-    for key, value in metadata.items():
-        model.metadata_props.add(key=key, value=value)
+        model.metadata_props.add(key="azjax_card", value=json.dumps(card))
     unchecked = out.with_name(f"{out.name.removesuffix('.onnx')}.unchecked.onnx")
     try:
         write_atomically(unchecked, model.SerializeToString())
@@ -123,9 +110,7 @@ def export_onnx(
     return difference
 
 
-def check_onnx(
-    path: str | pathlib.Path, config: Config, params: Any, positions: int = 64, seed: int = 0
-) -> float:
+def check_onnx(path: PathLike, config: Config, params: Any, positions: int = 64) -> float:
     """The largest absolute difference between onnxruntime's outputs for the ONNX model at
     `path` and the network's, on `positions` random 0/1 observations (or its fixed batch)."""
     import onnxruntime  # optional (the export extra)
@@ -134,7 +119,7 @@ def check_onnx(
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     batch = session.get_inputs()[0].shape[0]
     shape = (batch if isinstance(batch, int) else positions, *game.observation_shape)
-    obs = np.asarray(jax.random.bernoulli(jax.random.key(seed), 0.3, shape), np.float32)
+    obs = np.asarray(jax.random.bernoulli(jax.random.key(0), 0.3, shape), np.float32)
     logits, value = session.run(["logits", "value"], {"obs": obs})
     want_logits, want_value = network.apply(params, obs)
     return float(max(np.abs(logits - want_logits).max(), np.abs(value - want_value).max()))

@@ -53,11 +53,6 @@ class Source:
     step: int | None = None  # a run's checkpoint; None: its newest
 
 
-def is_model_file(path: str | object) -> bool:
-    """Whether a path names an exported model file rather than a run directory."""
-    return str(path).endswith(MODEL_SUFFIX)
-
-
 def check_simulations(number: int, what: str) -> int:
     """`number` if it is in [1, MAX_SIMULATIONS] simulations, else ValueError naming `what`."""
     if not 1 <= number <= MAX_SIMULATIONS:
@@ -82,22 +77,20 @@ def parse_source(text: str) -> Source:
     text = text.strip()
     if text.startswith("zoo:"):
         name = text.removeprefix("zoo:")
-        simulations = re.fullmatch(r"([\w.-]+):(\d+)", name)
-        if simulations:
+        if simulations := re.fullmatch(r"([\w.-]+):(\d+)", name):
             raise ValueError(source_takes_no_simulations(f"zoo:{simulations[1]}", simulations[2]))
         if not re.fullmatch(r"[\w.-]+", name):
             raise ValueError(f"bad model source {text!r}: zoo needs a model NAME; got {name!r}")
         return Source("zoo", name)
     path, step = text, None
-    match = re.fullmatch(STEP_TAIL, text)
-    if match:
+    if match := re.fullmatch(STEP_TAIL, text):
         path, step_text = match.groups()
         step, why = _bounded(step_text, 0, MAX_STEP, "STEP")
         if step is None:
             raise ValueError(f"bad model source {text!r}: @STEP {why}")
         if not path:
             raise ValueError(f"bad model source {text!r}: no run directory before @{step}")
-    if is_model_file(path):
+    if path.endswith(MODEL_SUFFIX):
         if step is not None:
             raise ValueError(f"bad model source {text!r}: a model file has one step: drop @{step}")
         return Source("file", path)
@@ -159,12 +152,11 @@ def parse_spec(spec: str) -> Spec:
         raise bad(_no_simulations(kind, zoo + match.group(1), match.group(2)))
     if kind in ("policy", "search"):
         step = None
-        match = re.fullmatch(STEP_TAIL, rest)
-        if match:
+        if match := re.fullmatch(STEP_TAIL, rest):
             rest, step = match.group(1), number_of(match.group(2), "STEP", MAX_STEP, 0)
         if not rest:
             raise bad(f"{kind} needs a run directory (WORKDIR)")
-        if step is not None and is_model_file(rest):
+        if step is not None and rest.endswith(MODEL_SUFFIX):
             raise bad(f"a model file has one step: drop @{step}")
         return Spec(kind, number=number, workdir=rest, step=step)
     if kind in ("zoo", "policy-zoo"):

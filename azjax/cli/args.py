@@ -31,8 +31,7 @@ port_arg = argparse_type(_check_port, "port")
 
 
 def load_game_modules(prog: str) -> None:
-    """Import the game modules named in AZJAX_GAMES, refusing (status 2, one line) one that
-    cannot be imported."""
+    """Import AZJAX_GAMES' game modules, refusing one that fails (status 2, one line)."""
     try:
         games.names()
     except ValueError as err:
@@ -55,6 +54,5 @@ def chosen_game(
             from azjax import model  # flax and orbax: deferred so that --help answers at once
 
             return model.game_of(source)
-    raise ValueError(
-        f"--game is needed (one of {', '.join(games.names())}) unless {who} names a trained model"
-    )
+    names = ", ".join(games.names())
+    raise ValueError(f"--game is needed (one of {names}) unless {who} names a trained model")

@@ -47,10 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     add("--dtype", choices=("float32", "bfloat16"), default="float32", help="parameter storage")
     add("--batch", type=int, help="ONNX: a fixed batch size (default symbolic)")
     add("--command", help="card: how the run was trained (with --card-only: replaces it)")
-    add(
-        "--device",
-        help="card: what it was trained on, e.g. '1x H100' (with --card-only: replaces it)",
-    )
+    device = "card: what it was trained on, e.g. '1x H100' (with --card-only: replaces it)"
+    add("--device", help=device)
     add(
         "--simulations",
         type=int,
@@ -58,11 +56,8 @@ def _parser() -> argparse.ArgumentParser:
         help="the search simulations the model plays with by default (default: the run's "
         "evaluation simulations; with --card-only: changes them)",
     )
-    add(
-        "--card-only",
-        action="store_true",
-        help="SOURCE is a model file: rewrite its card (NAME.card.json), filing any --strength",
-    )
+    card_only = "SOURCE is a model file: rewrite its card (NAME.card.json), filing any --strength"
+    add("--card-only", action="store_true", help=card_only)
     add(
         "--strength",
         action="append",
@@ -81,11 +76,8 @@ def _parser() -> argparse.ArgumentParser:
         f"metrics, the newest N replay positions; default {RESUMABLE_POSITIONS:,}), so that "
         "train.init_from=OUT continues the run on another machine",
     )
-    add(
-        "--force",
-        action="store_true",
-        help="overwrite an existing --out (and its card, with any strength figures filed in it)",
-    )
+    force = "overwrite an existing --out (and its card, with any strength figures filed in it)"
+    add("--force", action="store_true", help=force)
     return parser
 
 
@@ -125,34 +117,32 @@ def _card_only(args: argparse.Namespace) -> int:
             f"--card-only would rewrite the card of the installed zoo model {args.source}; "
             f"copy {file} out and give the copy, or give {file} itself to file figures in the zoo"
         )
-    card = export.read_card(args.source)
     if args.command is not None or args.device is not None:
-        card = export.set_provenance(args.source, args.command, args.device)
+        export.set_provenance(args.source, args.command, args.device)
     if args.simulations is not None:
-        card = export.set_simulations(args.source, args.simulations)
+        export.set_simulations(args.source, args.simulations)
     for path in args.strength:
         try:
             result = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"--strength {path}: not a readable JSON file ({err})") from None
-        if not isinstance(result, dict) or not any(
-            isinstance(result.get(k), dict) for k in ("match", "accuracy")
-        ):
+        entry = result if isinstance(result, dict) else {}
+        if not any(isinstance(entry.get(k), dict) for k in ("match", "accuracy")):
             got = f"keys {sorted(result)}" if isinstance(result, dict) else type(result).__name__
             raise ValueError(
                 f"--strength {path}: not an azjax-eval --json result of a match or of --solver "
                 f"(expected a 'match' or 'accuracy' object, got {got})"
             )
-        card = export.record_strength(args.source, result)
-    if not args.strength and all(v is None for v in (args.command, args.device, args.simulations)):
-        card = export.write_card(args.source)
+        export.record_strength(args.source, result)
+    card = export.write_card(args.source)  # also when nothing changed: written afresh
     print(f"wrote {export.card_path(args.source)}: {export.headline(card)}")
     return OK
 
 
 def _export(args: argparse.Namespace) -> int:
     """Write the model file or ONNX graph; the command's status."""
-    from azjax import export, model, onnx_export, resume  # flax, orbax: loaded after --help
+    from azjax import export, model, resume  # flax, orbax: loaded after --help
+    from azjax.onnx_export import OnnxMismatch, export_onnx
 
     if args.out is None:
         raise ValueError("--out is needed: NAME.azjax, or NAME.onnx with --format onnx")
@@ -188,10 +178,8 @@ def _export(args: argparse.Namespace) -> int:
         raise ValueError("--simulations is for a model file: ONNX holds the network alone")
     found = model.load(text)
     try:
-        difference = onnx_export.export_onnx(
-            found.config, found.params, args.out, args.batch, found.card
-        )
-    except onnx_export.OnnxMismatch as err:  # the converter's fault, not the input's
+        difference = export_onnx(found.config, found.params, args.out, args.batch, found.card)
+    except OnnxMismatch as err:  # the converter's fault, not the input's
         print(f"azjax-export: {err}", file=sys.stderr)
         return FAILED
     print(f"wrote {args.out}; onnxruntime matches JAX to {difference:.1e} (max abs difference)")

@@ -17,7 +17,6 @@ from typing import Any
 
 import games
 from azjax import export
-from azjax.export import card_game, headline
 
 ENV = "AZJAX_ZOO_DIR"
 
@@ -30,7 +29,7 @@ def directory() -> pathlib.Path:
 def _plays(name: str, game: games.Game) -> bool:
     """Whether zoo model `name` plays `game` at its size (False for a damaged card)."""
     try:
-        return card_game(card(name)) is game
+        return export.card_game(card(name)) is game
     except ValueError:
         return False
 
@@ -73,9 +72,8 @@ def table(models: list[str] | None = None) -> str:
     for name in names() if models is None else models:
         c = card(name)
         size = ",".join(f"{k}={v}" for k, v in sorted(c["game"]["kwargs"].items())) or "-"
-        rows.append((name, c["game"]["name"], size, str(c["iteration"]), headline(c)))
+        rows.append((name, c["game"]["name"], size, str(c["iteration"]), export.headline(c)))
     if len(rows) == 1:
         return f"the zoo is empty ({directory()})"
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    pad = [*(f"{{:{w}}}" for w in widths), "{}"]
-    return "\n".join("  ".join(p.format(v) for p, v in zip(pad, r, strict=True)) for r in rows)
+    widths = [*(max(len(r[i]) for r in rows) for i in range(4)), 0]  # the last column unpadded
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows)
