@@ -1,13 +1,13 @@
 """Matches between agents, played on the device: W/D/L with a 95% interval, gating, Elo.
 
 `match(game, a, b, n, key)` plays `n` games at once (vmapped) in one jitted loop, compiled once
-per (game, both move functions, games per batch, opening moves): network parameters are traced,
-so every checkpoint of a run shares it. A plays player 0 in even games and player 1 in odd ones;
-games 2i and 2i+1 share their random opening. Each loop iteration lets ONE agent move wherever
-it is to move (A and B in turn, or the one that someone waits for), so an agent only sees
-positions where it moves and a player moving twice in a row (Dots and Boxes) waits a turn.
-Deterministic agents replay games (Othello has 12 openings of two plies), so each game's moves
-are hashed and intervals and Elo errors count each distinct game once.
+per (game, both move functions, games per batch, opening moves): parameters are traced, so every
+checkpoint of a run shares it. A is player 0 in even games and player 1 in odd ones; games 2i
+and 2i+1 share their random opening. Each loop iteration lets ONE agent move wherever it is to
+move (A and B in turn, or the one that someone waits for), so an agent only sees positions
+where it moves and a player moving twice in a row (Dots and Boxes) waits a turn. Deterministic
+agents replay games (Othello has 12 two-ply openings): each game's moves are hashed, and
+intervals and Elo errors count each distinct game once.
 
 `fit`: maximum-likelihood Elo (Bradley-Terry, 400-point scale, a draw half a win and half a
 loss, the anchor at 0), standard errors from the inverse Fisher information; `prior_draws`
@@ -31,7 +31,6 @@ from azjax.agents import Agent, MoveFn
 from games.core import Game, random_legal_action, tree_where
 
 Array = jax.Array
-GATE_THRESHOLD = 0.55
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 SCALE = 400.0 / math.log(10.0)  # Elo points per natural-log unit of strength
 
@@ -110,7 +109,7 @@ class MatchInterrupted(KeyboardInterrupt):
         self.planned = planned
 
 
-def gate(result: MatchResult, threshold: float = GATE_THRESHOLD) -> bool:
+def gate(result: MatchResult, threshold: float) -> bool:
     """True when the challenger (agent A) scored at least `threshold` against the best."""
     return result.score >= threshold
 
@@ -162,11 +161,9 @@ def _play_fn(game: Game, fn_a: MoveFn, fn_b: MoveFn, num_games: int, opening_mov
             moves = jnp.where(moving, hashed(moves, actions), moves)
             return t + 1, states, returns, moves
 
-        limit = 2 * game.max_game_length + 2
-
         def cond(carry):
             t, states, _, _ = carry
-            return (t < limit) & ~states.terminated.all()
+            return (t < 2 * game.max_game_length + 2) & ~states.terminated.all()
 
         carry = (jnp.int32(0), states, returns, moves)
         _, states, returns, moves = jax.lax.while_loop(cond, body, carry)
@@ -199,7 +196,7 @@ def match(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     batch += batch % 2  # whole pairs of games
     play = _play_fn(game, agent_a.fn, agent_b.fn, batch, opening_moves)
-    returns, colours, seen = [], [], set()
+    returns, colours, seen, done = [], [], set(), 0
 
     def result() -> MatchResult:
         r, c = np.concatenate(returns), np.concatenate(colours)
@@ -207,11 +204,8 @@ def match(
             (int((r[m] > 0).sum()), int((r[m] == 0).sum()), int((r[m] < 0).sum()))
             for m in (c == 0, c == 1, c >= 0)
         )
-        return MatchResult(
-            *overall, first, second, name_a=agent_a.name, name_b=agent_b.name, distinct=len(seen)
-        )
+        return MatchResult(*overall, first, second, agent_a.name, agent_b.name, len(seen))
 
-    done = 0
     try:
         for index in range(math.ceil(num_games / batch)):
             r, c, finished, moves = jax.device_get(
@@ -291,9 +285,8 @@ def fit(
     # score[i, j]: points i took from j; count[i, j]: games between them; evidence: distinct ones
     score, count, evidence = np.zeros((3, n, n))
     for g in records:
-        for name in (g.a, g.b):
-            if name not in players:
-                raise ValueError(f"player {name!r} is not among the players {players}")
+        if unknown := [name for name in (g.a, g.b) if name not in players]:
+            raise ValueError(f"player {unknown[0]!r} is not among the players {players}")
         if min(g.wins, g.draws, g.losses) < 0:
             raise ValueError(f"negative game count in {g}")
         i, j = players.index(g.a), players.index(g.b)
@@ -313,15 +306,13 @@ def fit(
     # Finite and unique iff every player is linked to the anchor by games and, following "took
     # points from" edges, reaches it and is reached from it (its strong component).
     a = players.index(anchor)
-    missing = [p for p, linked in zip(players, _closure(played)[a], strict=True) if not linked]
-    if missing:
+    if missing := [p for p, linked in zip(players, _closure(played)[a], strict=True) if not linked]:
         raise ValueError(
             f"no chain of games links {', '.join(missing)} to the anchor {anchor!r}; "
             "their ratings are undetermined"
         )
     beats = _closure(score > 0)
-    apart = [p for p, both in zip(players, beats[a] & beats[:, a], strict=True) if not both]
-    if apart:
+    if apart := [p for p, both in zip(players, beats[a] & beats[:, a], strict=True) if not both]:
         raise ValueError(
             f"{', '.join(apart)} won (or lost) every game against the other group of players, "
             "so the maximum-likelihood ratings are infinite; pass prior_draws > 0 (virtual "
@@ -345,7 +336,7 @@ def fit(
     # Newton's method on the log-strengths (rating / SCALE), the anchor held at 0, with step
     # halving so that every step raises the (concave) log-likelihood.
     strength, step = np.zeros(n), np.zeros(n)
-    for _ in range(200 if keep else 0):
+    for _ in range(200):
         grad = (score - count * win_chance(strength)).sum(1)
         step[keep] = np.linalg.solve(information(strength, count), grad[keep])
         current, size = log_likelihood(strength), 1.0
@@ -355,8 +346,7 @@ def fit(
         if np.max(np.abs(size * step)) < 1e-10:
             break
     var = np.zeros(n)
-    if keep:
-        var[keep] = np.diag(np.linalg.inv(information(strength, evidence)))
+    var[keep] = np.diag(np.linalg.inv(information(strength, evidence)))
     ratings = {name: float(SCALE * strength[i]) for i, name in enumerate(players)}
     stderr = {name: float(SCALE * math.sqrt(max(var[i], 0.0))) for i, name in enumerate(players)}
     return Ratings(ratings, stderr, anchor)

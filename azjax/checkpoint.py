@@ -41,7 +41,6 @@ from azjax.network import init_params, make_network
 CHECKPOINT_DIR = "checkpoints"
 absl_logging.set_verbosity(absl_logging.WARNING)
 
-
 # orbax warns that a manager is read-only: azjax reads checkpoints that way on purpose (a
 # reader never touches a directory a training run may be writing)
 logging.getLogger("absl").addFilter(
@@ -53,9 +52,8 @@ def _quiet_closed_loop(unraisable: Any, previous: Any = sys.unraisablehook) -> N
     """Drops the "Event loop is closed" errors of TensorStore reads still in flight when orbax
     gives up on a damaged checkpoint: dozens of tracebacks after the one real error."""
     error = unraisable.exc_value
-    if isinstance(error, RuntimeError) and str(error) == "Event loop is closed":
-        return
-    previous(unraisable)
+    if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+        previous(unraisable)
 
 
 sys.unraisablehook = _quiet_closed_loop
@@ -83,8 +81,8 @@ def _damaged(workdir: str | pathlib.Path, step: int, item: str, err: Exception) 
     """One line naming checkpoint `step`, the damaged file of its `item` and what is wrong
     (TensorStore's errors run to dozens of lines of spec)."""
     chain = [err]
-    while chain[-1].__cause__ or chain[-1].__context__:
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    while cause := chain[-1].__cause__ or chain[-1].__context__:
+        chain.append(cause)
     texts = [(str(e).split(" [tensorstore_spec")[0].strip().splitlines() or [""])[0] for e in chain]
     text = next((t for t in reversed(texts) if 'local file "' in t), texts[0])
     folder = _directory(workdir) / str(step) / item
@@ -154,8 +152,7 @@ def read_meta(workdir: str | pathlib.Path, step: int) -> dict:
 
 def pick_step(workdir: str | pathlib.Path, step: int | None) -> int:
     """`step`, or the newest when None; CheckpointError when `workdir` has no such checkpoint."""
-    steps = list_steps(workdir)
-    if not steps:
+    if not (steps := list_steps(workdir)):
         raise CheckpointError(
             f"no checkpoint in {pathlib.Path(workdir)} (expected {CHECKPOINT_DIR}/<step>/)"
         )
@@ -194,11 +191,10 @@ def load_for_inference(workdir: str, step: int | None = None) -> tuple[Config, A
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=here), abstract_params(config)
     )
+    args = ocp.args.Composite(params=ocp.args.StandardRestore(abstract))
     try:
         with _manager(workdir) as manager:
-            restored = manager.restore(
-                step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract))
-            )
+            restored = manager.restore(step, args=args)
     except Exception as err:
         raise _damaged(workdir, step, "params", err) from None
     return config, restored["params"]
@@ -217,7 +213,7 @@ _SHAPE_KEYS = (
 )
 
 
-class Checkpointer:
+class Checkpointer(contextlib.AbstractContextManager):
     """Saves and restores the training state of one workdir (whose `WorkdirLock` it holds)."""
 
     def __init__(self, workdir: str | pathlib.Path, keep: int, owner: bool = True) -> None:
@@ -243,15 +239,11 @@ class Checkpointer:
             "signature": signature({"params": params, "state": state}),
             "records": list(records),
         }
-        self._manager.save(
-            iteration,
-            args=ocp.args.Composite(
-                params=ocp.args.StandardSave(params),
-                state=ocp.args.StandardSave(state),
-                meta=ocp.args.JsonSave(meta),
-            ),
-            force=True,
+        save = ocp.args.StandardSave
+        args = ocp.args.Composite(
+            params=save(params), state=save(state), meta=ocp.args.JsonSave(meta)
         )
+        self._manager.save(iteration, args=args, force=True)
         self._manager.wait_until_finished()
 
     def restore(
@@ -261,9 +253,8 @@ class Checkpointer:
         the shardings of the abstract arrays; CheckpointError when incompatible with `config`
         or damaged."""
         step = pick_step(self.workdir, step)
-        meta = self.check(
-            config, step, signature({"params": abstract_params, "state": abstract_state})
-        )
+        expected = signature({"params": abstract_params, "state": abstract_state})
+        meta = self.check(config, step, expected)
         restored = {}
         for item, abstract in (("params", abstract_params), ("state", abstract_state)):
             args = {item: ocp.args.StandardRestore(abstract)}
@@ -300,9 +291,6 @@ class Checkpointer:
     def close(self) -> None:
         self._manager.close()
 
-    def __enter__(self) -> Checkpointer:
-        return self
-
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
@@ -322,9 +310,8 @@ LOCK_FILE = "azjax.lock"
 
 
 class WorkdirLock:
-    """`with WorkdirLock(workdir):` holds `workdir/azjax.lock`, naming this process and host.
-
-    Another run's lock is refused with WorkdirInUse, unless its process is gone from this host
+    """`with WorkdirLock(workdir):` holds `workdir/azjax.lock`, naming this process and host;
+    another run's lock is refused with WorkdirInUse unless its process is gone from this host
     (then it is taken over). Creating it proves the workdir writable. On a multi-host run only
     process 0 holds it."""
 
@@ -411,14 +398,12 @@ def _stale(holder: dict) -> bool:
 
 
 class StopRequest:
-    """Ctrl-C / SIGTERM ask the loop to finish its iteration, checkpoint and stop.
-
-    A second signal interrupts at once (the default behaviour), except while a checkpoint is
-    being written: the save finishes first, then the run stops."""
+    """Ctrl-C / SIGTERM ask the loop to finish its iteration, checkpoint and stop; a second
+    signal interrupts at once (the default behaviour), except while a checkpoint is being
+    written: the save finishes first, then the run stops."""
 
     def __init__(self) -> None:
-        self.requested = False
-        self._saving = self._told = False
+        self.requested = self._saving = self._told = False
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -36,8 +36,7 @@ def start(config: Config) -> Start:
     """The `Start` of `train.init_from` (any model source, see azjax.model), for a fresh run only
     (a resumed run's starting model may be gone). ConfigError naming the value when the model
     cannot be read or was trained for another game or network shape."""
-    source = config.train.init_from
-    if not source:
+    if not (source := config.train.init_from):
         return Start()
     try:
         loaded = model.load(source, config=config)
@@ -89,16 +88,13 @@ def snapshot(state: TrainState, iteration: int, positions: int) -> dict[str, Any
         "iteration": iteration,
         "step": int(parallel.to_host(state.step)),
         "key": np.asarray(parallel.to_host(state.key)),
-        "opt_state": [_compact(x) for x in jax.tree.leaves(parallel.to_host(state.opt_state))],
+        "opt_state": [
+            # bfloat16: half the bytes, at no measurable cost to the continued run (docs/results.md)
+            x.astype(jnp.bfloat16) if np.issubdtype(x.dtype, np.floating) else x
+            for x in map(np.asarray, jax.tree.leaves(parallel.to_host(state.opt_state)))
+        ],
         "replay": jax.tree.leaves(replay_newest(state.buffer, positions)),
     }
-
-
-def _compact(x: np.ndarray) -> np.ndarray:
-    """Floating-point optimizer state in bfloat16: half the bytes, at no measurable cost to the
-    continued run (docs/results.md)."""
-    x = np.asarray(x)
-    return x.astype(jnp.bfloat16) if np.issubdtype(x.dtype, np.floating) else x
 
 
 def run_snapshot(workdir: str | pathlib.Path, step: int | None, positions: int) -> dict[str, Any]:
@@ -138,11 +134,10 @@ def from_snapshot(
     positions = rebuild("replay positions", carried["replay"], abstract.buffer.stored, rows=1)
     examples = replay_examples(positions, state.buffer.shards)
     fill = jax.jit(replay_add, out_shardings=shardings.buffer, donate_argnums=0)
-    key = np.asarray(carried["key"], np.uint32)
     state = state.replace(
         opt_state=jax.device_put(opt_state, shardings.opt_state),
         buffer=fill(state.buffer, examples),
-        key=jax.device_put(key, shardings.key),
+        key=jax.device_put(np.asarray(carried["key"], np.uint32), shardings.key),
         step=jax.device_put(jnp.int32(carried["step"]), shardings.step),
     )
     return int(carried["iteration"]), state

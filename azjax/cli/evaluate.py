@@ -29,13 +29,7 @@ import jax
 from tqdm import tqdm
 
 import games
-from azjax.checks import (
-    SEED_RANGE,
-    add_game_arguments,
-    check_writable_file,
-    parse_size,
-    seed_arg,
-)
+from azjax.checks import SEED_RANGE, add_game_arguments, check_writable_file, parse_size, seed_arg
 from azjax.cli import INTERRUPTED, OK, check_interrupt, run_command, use_compilation_cache
 from azjax.cli.args import ArgumentParser, chosen_game, load_game_modules
 from azjax.specs import MODEL_SUFFIX, SPEC_HELP, parse_spec
@@ -156,15 +150,11 @@ def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game
     """A progress bar's callback for a batch loop: the bar moves, then a Ctrl-C whose
     KeyboardInterrupt was dropped stops the loop."""
     with tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr) as bar:
-
-        def advance(n: int) -> None:
-            bar.update(n)
-            check_interrupt()
-
-        yield advance
+        yield lambda n: (bar.update(n), check_interrupt())
 
 
-def _print_results(results) -> None:
+def _print_results(results, ratings=None) -> None:
+    """The matches' table, then any notes on repeated games, then the fitted `ratings`."""
     width = max(len(f"{r.name_a} vs {r.name_b}") for r in results)
     print(
         f"{'match':{width}}  {'W':>5} {'D':>5} {'L':>5}  {'score [95% interval]':20}  "
@@ -184,21 +174,10 @@ def _print_results(results) -> None:
                 "(the same opening and colours replay a game); the interval counts each once: "
                 "more --opening-moves give more distinct games"
             )
-
-
-def _print_ratings(ratings) -> None:
-    print(f"\nElo (maximum likelihood, {ratings.anchor} = 0; ± one standard error):")
-    for name, rating, err in ratings.table():
-        print(f"  {name:40s} {rating:8.1f} ± {err:.1f}")
-
-
-def _check_output(path: pathlib.Path, option: str) -> None:
-    """Refuse an output file that cannot be written (its folders are made as needed)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"{option} {path}: cannot make its folder ({err.strerror})") from None
-    check_writable_file(str(path), option)
+    if ratings is not None:
+        print(f"\nElo (maximum likelihood, {ratings.anchor} = 0; ± one standard error):")
+        for name, rating, err in ratings.table():
+            print(f"  {name:40s} {rating:8.1f} ± {err:.1f}")
 
 
 def _match(args: argparse.Namespace) -> Outcome:
@@ -253,7 +232,7 @@ def _rate(args, game, players, pairs, desc: str, **head: object):
         raise
     fitted = {"elo": ratings.ratings, "elo_stderr": ratings.stderr, "anchor": ratings.anchor}
     data = {"game": game.name, **head, "matches": [r.to_dict() for r in results], **fitted}
-    return ratings, data, lambda: (_print_results(results), _print_ratings(ratings))
+    return ratings, data, lambda: _print_results(results, ratings)
 
 
 def _round_robin(args: argparse.Namespace) -> Outcome:
@@ -268,8 +247,7 @@ def _round_robin(args: argparse.Namespace) -> Outcome:
     # Pairs in the order the specs were given (each new player meets the earlier ones), so a
     # list from cheap to expensive finishes its cheap matches first.
     pairs = sorted(itertools.combinations(range(len(players)), 2), key=lambda p: (p[1], p[0]))
-    _, data, show = _rate(args, game, players, pairs, game.name)
-    return data, show
+    return _rate(args, game, players, pairs, game.name)[1:]
 
 
 def _checkpoints(workdir: str) -> dict[int, str]:
@@ -277,8 +255,7 @@ def _checkpoints(workdir: str) -> dict[int, str]:
     files) in a folder without checkpoints, by the iteration on each model's card."""
     from azjax import checkpoint, export  # flax, orbax: deferred so that --help answers at once
 
-    steps = checkpoint.list_steps(workdir)
-    if steps:
+    if steps := checkpoint.list_steps(workdir):
         return {step: f"{workdir}@{step}" for step in steps}
     models = {}
     for path in sorted(pathlib.Path(workdir).glob(f"*{MODEL_SUFFIX}")):
@@ -293,8 +270,7 @@ def _checkpoints(workdir: str) -> dict[int, str]:
 
 
 def _ladder(args: argparse.Namespace) -> Outcome:
-    workdir = args.ladder.strip()
-    if not workdir:
+    if not (workdir := args.ladder.strip()):
         raise UsageError("--ladder: empty run directory; expected a folder with checkpoints")
     if args.steps is not None:
         try:
@@ -303,13 +279,11 @@ def _ladder(args: argparse.Namespace) -> Outcome:
             chosen = []
         if not chosen:
             raise UsageError(f"--steps {args.steps!r}: expected comma-separated integers")
-    found = _checkpoints(workdir)
-    if not found:
+    if not (found := _checkpoints(workdir)):
         raise UsageError(f"--ladder: no checkpoint (nor model files *.azjax) in {workdir}")
     steps = list(found)
     if args.steps is not None:
-        missing = [step for step in chosen if step not in found]
-        if missing:
+        if missing := [step for step in chosen if step not in found]:
             raise UsageError(f"--steps: no checkpoint at {missing} in {workdir}; it has {steps}")
         steps = chosen
     game = chosen_game(args.game, args.size, [f"policy:{found[steps[-1]]}"], "an agent")
@@ -335,8 +309,7 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> Non
     import matplotlib.pyplot as plt  # after choosing the Agg backend
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    elo = [ratings.ratings[n.name] for n in nets]
-    err = [ratings.stderr[n.name] for n in nets]
+    elo, err = ([table[n.name] for n in nets] for table in (ratings.ratings, ratings.stderr))
     label = "checkpoints (± one standard error)"
     ax.errorbar(steps, elo, yerr=err, marker="o", capsize=3, label=label)
     for i, name in enumerate(baselines):  # in the legend: close ratings would hide labels
@@ -347,7 +320,6 @@ def _plot(png: pathlib.Path, ratings, baselines, nets, steps, title: str) -> Non
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=120)
     plt.close(fig)
 
@@ -360,8 +332,7 @@ def _solver(args: argparse.Namespace) -> Outcome:
         game = referees.CONNECT4.game  # the default
     else:
         game = chosen_game(args.game, args.size, [spec], "an agent")
-    referee = referees.referee_for(game)
-    agent = _agent(spec, game)
+    referee, agent = referees.referee_for(game), _agent(spec, game)
     positions = referee.load(args.positions)
     groups = referees.load_groups() if referee.groups_file is not None else {}
     flat = [p for group in groups.values() for p in group]
@@ -426,21 +397,24 @@ def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     use_compilation_cache()
     try:
-        for option, value, low in (
-            ("--games", args.games, 1),
-            ("--batch", args.batch, 1),
-            ("--opening-moves", args.opening_moves, 0),
-        ):
-            if value is not None and value < low:
-                raise UsageError(f"{option} must be >= {low}, got {value}")
+        for option, low in (("games", 1), ("batch", 1), ("opening_moves", 0)):
+            if (value := getattr(args, option)) is not None and value < low:
+                raise UsageError(f"--{option.replace('_', '-')} must be >= {low}, got {value}")
         if args.size is not None and args.game is None:
             raise UsageError("--size needs --game (the game it sizes)")
         _check_mode_options(args)
         args.games = GAMES if args.games is None else args.games  # unset, to tell given options
         args.opening_moves = args.opening_moves or 0
-        for option, path in (("--json", args.json), ("--png", args.png)):
-            if path is not None:  # before the games, so that their results are never lost
-                _check_output(path, option)
+        for name, path in (("--json", args.json), ("--png", args.png)):
+            if path is None:  # checked before the games, so that their results are never lost
+                continue
+            try:  # its folders are made as needed
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise UsageError(
+                    f"{name} {path}: cannot make its folder ({err.strerror})"
+                ) from None
+            check_writable_file(str(path), name)
         if args.a is not None:
             data, show = _match(args)
         elif args.round_robin is not None:

@@ -76,12 +76,10 @@ def run(
     say("Type a move, or: undo, hint, quit. " + game.notation_help())
     show_reply()
     while not session.over:
-        say()
-        say(draw(game, session.state, colour))
+        say(f"\n{draw(game, session.state, colour)}")
         legal = " ".join(game.format_action(a) for a in game.legal_actions(session.state))
         say(f"Legal: {legal}")
-        out.write(f"Your move ({game.players[session.human]}): ")
-        out.flush()
+        print(f"Your move ({game.players[session.human]}): ", end="", file=out, flush=True)
         line = lines.readline()
         if echo or not line:
             say(line.rstrip("\n"))
@@ -105,8 +103,7 @@ def run(
                 say(str(err))
                 continue
             show_reply()
-    say()
-    say(draw(game, session.state, colour))
+    say(f"\n{draw(game, session.state, colour)}")
     result = session.result()
     say({"win": "You win.", "loss": "You lose.", "draw": "Draw."}[result])
     say("Moves: " + " ".join(p.notation for p in session.plies))
@@ -131,8 +128,7 @@ def _epilog() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    status = run_command("azjax-play", _main, argv)
-    if status:
+    if status := run_command("azjax-play", _main, argv):
         sys.exit(status)
 
 

@@ -21,8 +21,7 @@ from azjax.cli.args import ArgumentParser, load_game_modules, port_arg
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    status = run_command("azjax-serve", _main, argv)
-    if status:
+    if status := run_command("azjax-serve", _main, argv):
         sys.exit(status)
 
 
