@@ -96,9 +96,11 @@ def _train(config: Config, args: argparse.Namespace) -> int:
         final = train_and_evaluate(config, args.workdir, progress=not args.quiet)
     except WorkdirError as err:  # a file, or not the user's to write: left as it is
         return cli.bad_input("azjax-train", str(err))
-    except (OSError, WorkdirInUse, TrainingError) as err:  # a failing disk, another run's, NaNs
-        if isinstance(err, TrainingError):  # the disk's or the other run's workdir is left be
-            _remove_unstarted(args.workdir, existed)
+    except (OSError, WorkdirInUse) as err:  # a full or failing disk, another run's: left as is
+        print(f"azjax-train: {err}", file=sys.stderr)
+        return cli.FAILED
+    except TrainingError as err:
+        _remove_unstarted(args.workdir, existed)
         print(f"azjax-train: {err}", file=sys.stderr)
         return cli.FAILED
     except ValueError as err:  # CheckpointError, ConfigError: what the run was given
