@@ -141,16 +141,19 @@ def test_the_readme_python_runs(monkeypatch, capsys):
 
 
 def test_the_evaluation_page_python_runs(tmp_path, monkeypatch):
-    """docs/evaluation.md's agent snippet as written, on a tiny Connect4 run at the path it
-    names; and its claim: the function that takes the agent compiles once for every checkpoint."""
+    """docs/evaluation.md's agent snippet as written but for 2 simulations in place of 64, on a
+    tiny Connect4 run at the path it names; and its claim: the function that takes the agent
+    compiles once for every checkpoint."""
     (block,) = python_blocks(ROOT / "docs" / "evaluation.md")
+    assert block.count('"search:runs/connect4@200:64"') == 1
     write_tiny_run(tmp_path / "runs" / "connect4", steps=(100, 200), game="connect4")
     monkeypatch.chdir(tmp_path)
     names: dict = {}
+    block = block.replace("@200:64", "@200:2")
     exec(compile(block, "docs/evaluation.md", "exec"), names)
     game, states, move = names["game"], names["states"], names["move"]
     assert names["actions"].shape == (256,) and states.current_player.shape == (256,)
-    older = agents.make("search:runs/connect4@100:64", game)
+    older = agents.make("search:runs/connect4@100:2", game)
     move(older, names["state"], jax.random.key(5))  # another checkpoint: no new compile
     assert move._cache_size() == 1
 
