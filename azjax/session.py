@@ -77,16 +77,19 @@ def default_opponent(game: games.Game) -> str:
 
 
 _THREADS: dict[Any, threading.Thread] = {}  # background work by key, one at a time each
+_THREADS_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 _PREPARED: set[tuple[games.Game, str]] = set()  # agents compiled
 _ANALYSED: set[tuple[games.Game, str]] = set()  # their analyses compiled
-_LOCKS: collections.defaultdict[Any, threading.Lock] = collections.defaultdict(threading.Lock)
+_LOCKS: collections.defaultdict[tuple[games.Game, str], threading.Lock] = collections.defaultdict(
+    threading.Lock
+)
 
 
 def in_background(key: Any, work: Callable[[], object]) -> None:
     """Run `work` in a daemon thread unless one of the same `key` still runs (XLA compiles
     without the GIL); none starts once the interpreter exits."""
-    with _LOCKS["threads"]:
+    with _THREADS_LOCK:
         if not _STOPPING.is_set() and not (key in _THREADS and _THREADS[key].is_alive()):
             _THREADS[key] = threading.Thread(target=work, daemon=True, name=str(key[0]))
             _THREADS[key].start()

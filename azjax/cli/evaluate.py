@@ -150,7 +150,12 @@ def _progress(args: argparse.Namespace, total: int, desc: str, unit: str = "game
     """A progress bar's callback for a batch loop: the bar moves, then a Ctrl-C whose
     KeyboardInterrupt was dropped stops the loop."""
     with tqdm(total=total, desc=desc, unit=unit, disable=args.quiet, file=sys.stderr) as bar:
-        yield lambda n: (bar.update(n), check_interrupt())
+
+        def advance(n: int) -> None:
+            bar.update(n)
+            check_interrupt()
+
+        yield advance
 
 
 def _print_results(results, ratings=None) -> None:
