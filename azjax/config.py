@@ -101,13 +101,10 @@ class SelfPlayConfig:
     fast_simulations: int = 8
     temperature_moves: int | None = 8  # sampled moves opening a game, then argmax; null: all
     opening_moves: int = 0  # each game opens with 0..N uniformly random plies, not recorded
-    opponent: str = ""  # an agent spec (azjax.agents.make) playing one side of some games
-    opponent_games: float = 0.0  # the share of games in flight played against `opponent`
 
     def __post_init__(self) -> None:
         checks = _at_least(self, batch_size=1, chunk_moves=1, fast_simulations=1, opening_moves=0)
         checks["full_search_prob"] = (0.0 < self.full_search_prob <= 1.0, "in (0, 1]")
-        checks["opponent_games"] = (0 <= self.opponent_games <= 1, "in [0, 1]")
         moves = self.temperature_moves
         checks["temperature_moves"] = (moves is None or moves >= 0, ">= 0 or null")
         check_fields("selfplay", self, checks)
@@ -335,18 +332,15 @@ def validate(config: Config) -> None:
         raise ConfigError(f"replay.capacity={r.capacity!r}: must be >= train.batch_size")
     if r.min_size > r.capacity:
         raise ConfigError(f"replay.min_size={r.min_size!r}: must be <= replay.capacity")
-    s = config.selfplay
-    if s.opponent_games and not s.opponent:
-        raise ConfigError(f"selfplay.opponent_games={s.opponent_games!r}: needs selfplay.opponent")
-    specs = {f"eval.opponents[{i}]": spec for i, spec in enumerate(config.eval.opponents)}
-    for key, spec in (specs | ({"selfplay.opponent": s.opponent} if s.opponent else {})).items():
+    for i, spec in enumerate(config.eval.opponents):
         try:
             kind = parse_spec(spec).kind
         except ValueError as err:
-            raise ConfigError(f"{key}: {err}") from None
+            raise ConfigError(f"eval.opponents[{i}]: {err}") from None
         if kind == "alphabeta" and game.has_chance:  # it would read the dice to come
             raise ConfigError(
-                f"{key}={spec!r}: alpha-beta cannot play {game.name}, a game with chance"
+                f"eval.opponents[{i}]={spec!r}: alpha-beta cannot play {game.name}, a game with "
+                "chance"
             )
 
 

@@ -17,11 +17,6 @@ afterwards. With `opening_moves` N > 0 a game opens with k ~ U{0..N} random lega
 (`new_game`), unsearched and unrecorded but counted in move numbers, so self-play also learns
 from positions its own play would not reach.
 
-An `opponent` (a fixed player, `selfplay.opponent`) plays one side, alternating by slot, of the
-first `opponent_games` share of the slots: its moves get no policy target, while every
-position of those games gets its value target, so the net learns what its play loses to a
-player other than itself.
-
 Value targets (`resolve`): a position's target is its mover's return `G_t = reward_t +
 discount_t * G_{t+1}`, with the search's rewards and discounts (`azjax.search.reward`,
 `games.core.discount`), so z is the return the search maximises. Positions of unfinished games
@@ -126,7 +121,6 @@ def make_rollout(
     search_config: SearchConfig,
     selfplay_config: SelfPlayConfig,
     as_states: bool = False,
-    opponent: Callable[[State, Array], Array] | None = None,
 ) -> Callable:
     """`rollout(params, states, move_number, full, keys) -> (states, move_number, trajectory)`.
 
@@ -140,9 +134,8 @@ def make_rollout(
     temperature_moves = cfg.temperature_moves
     temperature_moves = game.max_game_length if temperature_moves is None else temperature_moves
 
-    def play(params, state: State, move_number: Array, full: Array, key: Array, forced: Array):
-        """One slot's move: search, play (the opponent's move `forced` where it is >= 0),
-        restart the game if it ended. Unbatched."""
+    def play(params, state: State, move_number: Array, full: Array, key: Array):
+        """One slot's move: search, play, restart the game if it ended. Unbatched."""
         search_key, reset_key = jax.random.split(key)
         sample = (move_number < temperature_moves)[None]
         one = jax.tree.map(lambda x: x[None], state)
@@ -157,13 +150,13 @@ def make_rollout(
             return out._replace(policy=jnp.zeros_like(out.policy))
 
         out = search() if always_full else jax.lax.cond(full, search, fast_search)
-        action = jnp.where(forced >= 0, forced, out.action[0])
+        action = out.action[0]
         nxt = game.step(state, action)
         ended = nxt.terminated
         record = Trajectory(
             observation=None if as_states else game.observe(state),
             policy=out.policy[0],
-            policy_mask=(full | always_full) & (forced < 0),
+            policy_mask=jnp.asarray(full | always_full, jnp.bool_),
             action=action,
             reward=reward(state, nxt),
             discount=discount(state, nxt),
@@ -176,21 +169,11 @@ def make_rollout(
         nxt = tree_where(ended, fresh, nxt)
         return nxt, jnp.where(ended, plies, move_number + 1), record
 
-    play_all = jax.vmap(play, in_axes=(None, 0, 0, None, 0, 0))
+    play_all = jax.vmap(play, in_axes=(None, 0, 0, None, 0))
 
     def rollout(params, states: State, move_number: Array, full: Array, keys: Array):
-        slots = keys.shape[1]
-        share = round(cfg.opponent_games * slots) if opponent is not None else 0
-
         def step(carry, xs):
-            forced = jnp.full(slots, -1, jnp.int32)
-            if share:  # the opponent plays player s % 2 in slot s < share
-                some = jax.tree.map(lambda x: x[:share], carry[0])
-                keys = jax.vmap(jax.random.fold_in, (0, None))(xs[1][:share], 1)
-                moves = jax.vmap(opponent)(some, keys)
-                theirs = some.current_player == jnp.arange(share) % 2
-                forced = forced.at[:share].set(jnp.where(theirs, moves, -1))
-            states, move_number, record = play_all(params, *carry, *xs, forced)
+            states, move_number, record = play_all(params, *carry, *xs)
             return (states, move_number), record
 
         (states, move_number), trajectory = jax.lax.scan(step, (states, move_number), (full, keys))
@@ -206,7 +189,6 @@ def make_selfplay(
     selfplay_config: SelfPlayConfig,
     as_states: bool = False,
     groups: int | None = None,
-    opponent: Callable[[State, Array], Array] | None = None,
 ) -> tuple[Callable[[Array], Carry], Callable[[Any, Carry, Array], tuple]]:
     """`(init_fn, chunk_fn)`, both pure and un-jitted.
 
@@ -217,7 +199,7 @@ def make_selfplay(
     """
     cfg = selfplay_config
     batch, length = cfg.batch_size, cfg.chunk_moves
-    rollout = make_rollout(game, evaluate, search_config, selfplay_config, as_states, opponent)
+    rollout = make_rollout(game, evaluate, search_config, selfplay_config, as_states)
     groups = math.gcd(batch, jax.device_count()) if groups is None else groups
 
     def init_fn(key: Array) -> Carry:

@@ -135,9 +135,7 @@ class _Session:
             where = f"; JAX's cache in {cache} speeds up the next ones" if cache else ""
             print(f"compiling: the first start of a config takes longest{where}", flush=True)
         self.opponents = make_opponents(config)  # a bad one stops the run before compiling
-        spec = config.selfplay.opponent  # plays a share of the self-play games
-        sparring = make_agent(config, spec, "selfplay.opponent") if spec else None
-        self.trainer = make_trainer(config, opponent=sparring)
+        self.trainer = make_trainer(config)
         self.iteration, saved = 0, []
         if resuming:
             self.iteration, self.state = resume.from_checkpoint(self.trainer, checkpointer)
@@ -323,19 +321,16 @@ def _all_finite(tree: Any) -> Array:
 # ----------------------------------------------------------------------------- the arena
 
 
-def make_agent(config: Config, spec: str, key: str) -> agents.Agent:
-    """The agent of the config `key`'s `spec`; ConfigError naming a spec that cannot be built
-    (say, a `search:WORKDIR` without checkpoints)."""
-    try:
-        return agents.make(spec, config.game.make())
-    except ValueError as err:
-        raise ConfigError(f"{key}={spec!r}: {err}") from None
-
-
 def make_opponents(config: Config) -> tuple[agents.Agent, ...]:
-    """The `eval.opponents` agents (`make_agent`)."""
-    specs = enumerate(config.eval.opponents)
-    return tuple(make_agent(config, spec, f"eval.opponents[{i}]") for i, spec in specs)
+    """The `eval.opponents` agents; ConfigError naming a spec that cannot be built (say, a
+    `search:WORKDIR` without checkpoints)."""
+    game, out = config.game.make(), []
+    for i, spec in enumerate(config.eval.opponents):
+        try:
+            out.append(agents.make(spec, game))
+        except ValueError as err:
+            raise ConfigError(f"eval.opponents[{i}]={spec!r}: {err}") from None
+    return tuple(out)
 
 
 def gate(trainer: Trainer, state: TrainState, key: Array) -> tuple[TrainState, dict[str, Any]]:

@@ -61,11 +61,8 @@ class Trainer:
     schedule: optax.Schedule
 
 
-def make_trainer(
-    config: Config, mesh: Mesh | None = None, opponent: Callable[[Any, Array], Array] | None = None
-) -> Trainer:
-    """The jitted init and iteration functions of `config` on `mesh` (default: all devices);
-    `opponent(state, key) -> action` is `selfplay.opponent`'s agent."""
+def make_trainer(config: Config, mesh: Mesh | None = None) -> Trainer:
+    """The jitted init and iteration functions of `config` on `mesh` (default: all devices)."""
     mesh = parallel.make_mesh() if mesh is None else mesh
     for key, size in config.split_sizes().items():
         parallel.check_divisible(size, key, mesh)
@@ -75,7 +72,7 @@ def make_trainer(
     evaluate = network_evaluator(network)
     as_states = stores_states(game)  # positions kept as States where those are smaller
     selfplay_init, selfplay_chunk = make_selfplay(
-        game, evaluate, config.search, config.selfplay, as_states, devices, opponent
+        game, evaluate, config.search, config.selfplay, as_states, groups=devices
     )
     total_steps = config.train.iterations * config.train.steps_per_iteration
     optimizer = make_optimizer(config.optim, total_steps)

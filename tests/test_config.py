@@ -117,8 +117,6 @@ def test_a_trained_net_plays_the_evaluation_simulations_unless_told_otherwise():
         ("optim.learning_rate=.inf", "optim.learning_rate"),
         ("optim.l2=nan", "optim.l2"),
         ("eval.opponents=[random, mcts:abc]", "eval.opponents[1]"),
-        ("selfplay.opponent_games=0.5", "selfplay.opponent_games=0.5: needs selfplay.opponent"),
-        ("selfplay.opponent=alphabeta", "selfplay.opponent: "),
         ("optim=3", "optim: expected a mapping, got 3"),
         ("replay.capacity=8", "replay.capacity=8: must be >= train.batch_size"),
         ("gate.games=5", r"gate.games must be even and >= 2 (equal colours), got 5"),

@@ -155,36 +155,6 @@ def test_chunks_emit_every_position_once_with_pcr_masks(prob, fast):
     assert (0 < full < 15) if fast < 6 else full == 30
 
 
-def test_an_opponent_plays_its_side_of_its_share_of_games_without_policy_targets():
-    """`opponent_games` 0.5 of 4 slots: slot s < 2 has the opponent (here: the first legal
-    cell) play player s % 2, with no policy target there; the other slots play as without."""
-    game = games.make("tictactoe")
-    evaluate, search = (
-        integer_evaluator(game),
-        SearchConfig(num_simulations=4, max_num_considered_actions=4),
-    )
-    cfg = SelfPlayConfig(batch_size=4, fast_simulations=2, opponent="x", opponent_games=0.5)
-
-    def first_legal(state, key):
-        return jnp.argmax(state.legal_action_mask).astype(jnp.int32)
-
-    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 4))
-    keys = jax.random.split(jax.random.key(1), (12, 4))
-    args = (None, states, jnp.zeros(4, jnp.int32), jnp.ones(12, bool), keys)
-    alone = jax.jit(make_rollout(game, evaluate, search, cfg, as_states=True))(*args)[2]
-    opposed = jax.jit(make_rollout(game, evaluate, search, cfg, True, first_legal))(*args)[2]
-    alone, opposed = jax.tree.map(np.asarray, (alone, opposed))
-    for x, y in zip(jax.tree.leaves(alone), jax.tree.leaves(opposed), strict=True):
-        np.testing.assert_array_equal(x[:, 2:], y[:, 2:])
-    for s in (0, 1):
-        theirs = opposed.state.current_player[:, s] == s
-        first = opposed.state.legal_action_mask[:, s].argmax(-1)
-        np.testing.assert_array_equal(opposed.action[theirs, s], first[theirs])
-        np.testing.assert_array_equal(opposed.policy_mask[:, s], ~theirs)
-        assert theirs.any() and (~theirs).any()
-    assert not np.array_equal(alone.action[:, :2], opposed.action[:, :2])
-
-
 def test_games_open_with_random_plies_that_are_not_recorded():
     """Every game opens with 0..3 unrecorded random plies, counted in the move number."""
     game = games.make("tictactoe")
