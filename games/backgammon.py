@@ -1,4 +1,5 @@
-"""Backgammon on pgx's environment: the standard rules' move mask, the notation, the text board.
+"""Backgammon on pgx's environment: the standard rules' move mask, the features, the notation,
+the text board.
 
 pgx's board is the mover's view: 28 counts, the mover's checkers positive on points 0-23 (they
 run up to 23 and bear off beyond it), the opponent's negative, then the mover's bar, the
@@ -66,6 +67,22 @@ def standard_mask(env: Any) -> Array:
 
 
 # ----------------------------------------------------------------------------- notation
+
+FEATURES = 2 * 24 * 4 + 4 + 6
+
+
+def features(env: Any) -> Array:
+    """TD-Gammon's encoding (Tesauro) of the board from the mover's view, float32[FEATURES]:
+    per side and point whether it holds >= 1, >= 2, >= 3 checkers and half those past 3 (a blot
+    and a made point are one unit each, where a count would leave the net to find them); each
+    side's checkers on the bar (halved) and off (/ 15); pgx's playable dice (counts per face)."""
+    board = env._board
+    counts = jnp.stack([jnp.maximum(board[:24], 0), jnp.maximum(-board[:24], 0)])[..., None]
+    points = jnp.concatenate([counts >= 1, counts >= 2, counts >= 3, (counts - 3) / 2], -1)
+    points = jnp.maximum(points.astype(jnp.float32), 0.0).reshape(-1)
+    rest = jnp.stack([board[24] / 2, -board[25] / 2, board[26] / 15, -board[27] / 15])
+    return jnp.concatenate([points, rest, env.observation[28:]]).astype(jnp.float32)
+
 
 HELP = (
     "A move plays one die, from a point to a point, numbered from your side (24 down to your "

@@ -23,7 +23,8 @@ The wrapped pgx state rides in the State beside azjax's four fields. What differ
   reproducible from the `init` key while a search, which steps `afterstate` and
   `step_chance`, never reads a roll to come.
 - Views. Observations are pgx's (already from the mover's view) as float32; a flat one of N
-  features is shaped (1, 1, N). `board` is observation plane 0 minus plane 1, signed for
+  features is shaped (1, 1, N). Backgammon's are TD-Gammon's units instead of pgx's checker
+  counts (`games.backgammon.features`). `board` is observation plane 0 minus plane 1, signed for
   player 0: the stones in tic_tac_toe, connect_four, hex, othello and go, whose planes 0 and 1
   are the mover's and the opponent's; a placeholder for the others. The heuristic is
   Backgammon's pip count lead (`HEURISTICS`), 0 for the others; there is no symmetry but the
@@ -403,8 +404,15 @@ class _Backgammon(PgxGame):
         state = super().init(key)
         return state.replace(env=state.env.replace(_turn=jnp.int32(0)))
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_shape = (1, 1, backgammon.FEATURES)
+
     def _rules(self, env: Any) -> Any:
         return env.replace(legal_action_mask=backgammon.standard_mask(env))
+
+    def observe(self, state: State) -> Array:
+        return backgammon.features(state.env).reshape(self.observation_shape)
 
     def render(self, state: State) -> str:
         return backgammon.render(state.env, self.players, self.marks, bool(state.chance_due))

@@ -1,5 +1,6 @@
 """pgx's Backgammon and Hex for people (games/pgx_games.py, games/backgammon.py): Backgammon's
-whole turns against an independent move generator, both games' notation and text boards."""
+whole turns against an independent move generator and its features against pgx's board, both
+games' notation and text boards."""
 
 from __future__ import annotations
 
@@ -160,6 +161,22 @@ def test_whole_turns_match_an_independent_generator():
 
 
 # ----------------------------------------------------------------------------- people
+
+
+def test_features_hold_the_whole_board_and_the_dice():
+    """Backgammon's observation (TD-Gammon's units) decodes to pgx's board: per point a side's
+    checkers are its three units plus twice the fourth; bar and off are scaled counts."""
+    game, states = positions(BACKGAMMON)
+    obs = np.asarray(jax.jit(jax.vmap(game.observe))(states)).reshape(len(states.terminated), -1)
+    board = np.asarray(states.env._board)
+    units = obs[:, :192].reshape(-1, 2, 24, 4)
+    counts = units[..., :3].sum(-1) + 2 * units[..., 3]
+    np.testing.assert_allclose(counts[:, 0] - counts[:, 1], board[:, :24], atol=1e-5)
+    assert ((units[..., :3] == 0) | (units[..., :3] == 1)).all()
+    scaled = obs[:, 192:196] * np.array([2, -2, 15, -15])
+    np.testing.assert_allclose(scaled, board[:, 24:], atol=1e-5)
+    np.testing.assert_array_equal(obs[:, 196:], np.asarray(states.env.observation)[:, 28:])
+    assert game.observation_shape == (1, 1, 202) and obs[:, 196:].sum(-1).max() > 0
 
 
 @pytest.mark.parametrize("name", [BACKGAMMON, HEX])

@@ -42,8 +42,8 @@ def test_make_names_and_errors(monkeypatch):
     assert game is games.make("pgx:hex")
     assert (game.name, game.num_actions, game.observation_shape) == ("pgx:hex", 122, (11, 11, 4))
     assert game.max_game_length == 122  # (its notation round-trips: check_game)
-    # A flat observation of N features is one cell of N planes.
-    assert games.make("pgx:backgammon").observation_shape == (1, 1, 34)
+    # A flat observation of N features is one cell of N planes (Backgammon: its own features).
+    assert games.make("pgx:backgammon").observation_shape == (1, 1, 202)
     assert "pgx:hex" not in games.names()
     monkeypatch.setattr(games, "_REGISTRY", dict(games._REGISTRY))
     games.register("pgx:hex", game_class("hex"))
