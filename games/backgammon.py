@@ -66,7 +66,7 @@ def standard_mask(env: Any) -> Array:
     return mask.at[0].set(~mask.any())
 
 
-# ----------------------------------------------------------------------------- notation
+# ----------------------------------------------------------------------------- features
 
 FEATURES = 2 * 24 * 4 + 4 + 6
 
@@ -78,11 +78,13 @@ def features(env: Any) -> Array:
     side's checkers on the bar (halved) and off (/ 15); pgx's playable dice (counts per face)."""
     board = env._board
     counts = jnp.stack([jnp.maximum(board[:24], 0), jnp.maximum(-board[:24], 0)])[..., None]
-    points = jnp.concatenate([counts >= 1, counts >= 2, counts >= 3, (counts - 3) / 2], -1)
-    points = jnp.maximum(points.astype(jnp.float32), 0.0).reshape(-1)
+    units = [counts >= 1, counts >= 2, counts >= 3, jnp.maximum(counts - 3, 0) / 2]
+    points = jnp.concatenate([u.astype(jnp.float32) for u in units], -1).reshape(-1)
     rest = jnp.stack([board[24] / 2, -board[25] / 2, board[26] / 15, -board[27] / 15])
     return jnp.concatenate([points, rest, env.observation[28:]]).astype(jnp.float32)
 
+
+# ----------------------------------------------------------------------------- notation
 
 HELP = (
     "A move plays one die, from a point to a point, numbered from your side (24 down to your "

@@ -398,15 +398,15 @@ class _Backgammon(PgxGame):
     """Backgammon by the standard rules (`games.backgammon`), Black (first) and White as pgx
     draws them, moves in the mover's numbering (13/7, bar/22, 6/off)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.observation_shape = (1, 1, backgammon.FEATURES)
+
     def init(self, key: Array) -> State:
         # pgx draws whether Black or White starts; the start is the same from either side, so
         # player 0 is Black, as pgx's drawing colours the mover of `_turn` 0.
         state = super().init(key)
         return state.replace(env=state.env.replace(_turn=jnp.int32(0)))
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.observation_shape = (1, 1, backgammon.FEATURES)
 
     def _rules(self, env: Any) -> Any:
         return env.replace(legal_action_mask=backgammon.standard_mask(env))
