@@ -12,6 +12,7 @@ import io
 import json
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import jax
@@ -164,3 +165,34 @@ def test_the_page_picks_the_zoo_model_unless_the_person_chose(browser, server):
     page.select_option("#opponent", "zoo:c4")
     page.select_option("#game", "tictactoe")  # not offered here: the game's own default
     assert page.input_value("#opponent") == "zoo:tictactoe"
+
+
+NO_PGX = """
+import sys
+sys.modules["pgx"] = None  # as where the pgx extra is not installed
+from azjax import zoo
+from azjax.cli import play
+from azjax.web.app import find_zoo
+print("backgammon" in zoo.names(), [m["name"] for m in find_zoo() if m["name"] == "backgammon"])
+play.main(["--opponent", "zoo:backgammon"])
+"""
+
+
+def test_backgammon_plays_its_zoo_model_and_names_pgx_where_missing(monkeypatch, capsys):
+    """With pgx, `zoo:backgammon` is Backgammon's default opponent in the terminal and the
+    browser; without, the zoo still lists it, the browser leaves it out and asking for it says
+    in one line what to install."""
+    monkeypatch.delenv(zoo.ENV)
+    game = games.make("pgx:backgammon")
+    assert zoo.default(game) == "backgammon" and session.default_opponent(game) == "zoo:backgammon"
+    with TestClient(create_app(None, analyse=False)) as client:
+        offered = {m["name"]: m for m in client.get("/api/options").json()["zoo"]}
+    assert offered["backgammon"]["game"] == "pgx:backgammon" and offered["backgammon"]["default"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("quit\n"))
+    play.main(["--game", "pgx:backgammon", "--no-colour"])  # its moves: tests/test_model.py
+    out = capsys.readouterr().out
+    assert out.startswith("pgx:backgammon: you are Black (X), zoo:backgammon is White (O).")
+    result = subprocess.run([sys.executable, "-c", NO_PGX], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == "True []\n", result
+    error = result.stderr.splitlines()
+    assert len(error) == 1 and "pip install 'azjax[pgx]'" in error[0], result.stderr
