@@ -260,7 +260,8 @@ def test_chain_reaction_explosions_come_level_by_level(client):
 
 
 def test_command_line_server_answers_at_the_printed_address(runs):
-    # --port 0: any free port, and the address printed is the one served.
+    # --port 0: any free port, and the address printed is the one served; the zoo's games are
+    # offered (Backgammon's model needs the pgx extra, a test dependency).
     command = [sys.executable, "-m", "azjax.cli.serve", "--runs", str(runs), "--port", "0"]
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -278,6 +279,7 @@ def test_command_line_server_answers_at_the_printed_address(runs):
                 assert time.monotonic() < deadline, "the server did not answer"
                 time.sleep(0.2)
         assert options["runs"][0]["game"] == "tictactoe"
+        assert "pgx:backgammon" in [g["name"] for g in options["games"]]  # the zoo's, unasked
     finally:
         server.terminate()
         server.wait(timeout=30)

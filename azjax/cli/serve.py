@@ -3,8 +3,10 @@
     azjax-serve --runs runs            # then open http://127.0.0.1:8000
     azjax-serve --games pgx:hex        # also offer games beyond the built-in ones
 
-Checkpoints are found up to three levels under `--runs`. Opponents compile in the background
-(the first game's at start-up, others as the page chooses them) into JAX's persistent cache.
+Checkpoints are found up to three levels under `--runs`; the games the zoo has models for are
+offered where they can be played (pgx's with the pgx extra installed). Opponents compile in the
+background (the first game's at start-up, others as the page chooses them) into JAX's
+persistent cache.
 The server binds to 127.0.0.1 unless told otherwise; it has no authentication.
 """
 
@@ -66,6 +68,7 @@ def _main(argv: Sequence[str] | None) -> int | None:
 
     from azjax.web.app import create_app  # JAX, agents, flax, orbax: once the port is bound too
 
+    offer_zoo()
     use_compilation_cache()  # a restarted server finds its agents compiled
     app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
@@ -78,6 +81,18 @@ def offer(names: str) -> None:
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name not in games.names():
             games.register(name, type(games.make(name)))
+
+
+def offer_zoo() -> None:
+    """Offer the games the zoo has models for, those that can be made here (a pgx game needs
+    the pgx extra; without it the game is left out, as is a damaged card's)."""
+    from azjax import zoo
+
+    for name in zoo.names():
+        try:
+            offer(zoo.card(name)["game"]["name"])
+        except (ValueError, ImportError, KeyError):
+            continue
 
 
 if __name__ == "__main__":
