@@ -66,9 +66,9 @@ def _main(argv: Sequence[str] | None) -> int | None:
 
     import uvicorn  # the web stack: loaded once the port is bound, so bad input is said at once
 
-    from azjax.web.app import create_app  # JAX, agents, flax, orbax: once the port is bound too
+    from azjax.web.app import create_app, find_zoo  # JAX, agents, flax, orbax: once bound too
 
-    offer_zoo()
+    offer(",".join(model["game"] for model in find_zoo()))  # those that can be made here
     use_compilation_cache()  # a restarted server finds its agents compiled
     app = create_app(args.runs or "runs", analyse=not args.no_analysis, warm_up=True)
     host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
@@ -81,18 +81,6 @@ def offer(names: str) -> None:
     for name in filter(None, (n.strip() for n in names.split(","))):
         if name not in games.names():
             games.register(name, type(games.make(name)))
-
-
-def offer_zoo() -> None:
-    """Offer the games the zoo has models for, those that can be made here (a pgx game needs
-    the pgx extra; without it the game is left out, as is a damaged card's)."""
-    from azjax import zoo
-
-    for name in zoo.names():
-        try:
-            offer(zoo.card(name)["game"]["name"])
-        except (ValueError, ImportError, KeyError):
-            continue
 
 
 if __name__ == "__main__":
